@@ -1,0 +1,206 @@
+package testenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// PostgresProcess is a throwaway Postgres cluster run from the machine's server binaries.
+type PostgresProcess struct {
+	Dir   string // holds data/ and postgres.log
+	Port  int
+	URL   string // superuser URL of the postgres database
+	bin   string
+	runAs string // unprivileged user the server runs as when we are root, else ""
+}
+
+// LogPath is the server log, whose tail a failing test prints.
+func (p *PostgresProcess) LogPath() string { return filepath.Join(p.Dir, "postgres.log") }
+
+// postgresBinDir finds the newest installed Postgres server binaries (Debian puts them under
+// /usr/lib/postgresql/<major>/bin), or TARN_POSTGRES_BIN when set.
+func postgresBinDir() (string, error) {
+	if d := os.Getenv("TARN_POSTGRES_BIN"); d != "" {
+		return d, nil
+	}
+	matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb")
+	sort.Slice(matches, func(i, j int) bool { return majorOf(matches[i]) > majorOf(matches[j]) })
+	if len(matches) > 0 {
+		return filepath.Dir(matches[0]), nil
+	}
+	if p, err := exec.LookPath("initdb"); err == nil {
+		return filepath.Dir(p), nil
+	}
+	return "", errors.New("testenv: no Postgres server binaries (initdb) found; run scripts/deps.sh or apt-get install postgresql, or set TARN_TEST_POSTGRES_URL")
+}
+
+func majorOf(initdb string) int {
+	n, _ := strconv.Atoi(filepath.Base(filepath.Dir(filepath.Dir(initdb))))
+	return n
+}
+
+// StartPostgres initialises and starts a cluster in a new folder under base with
+// wal_level=logical on a free port. Postgres refuses to run as root, so when we are root the
+// cluster belongs to the "postgres" user and every folder above it is made traversable.
+func StartPostgres(ctx context.Context, base string) (*PostgresProcess, error) {
+	bin, err := postgresBinDir()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp(base, "postgres-")
+	if err != nil {
+		return nil, err
+	}
+	p := &PostgresProcess{Dir: dir, bin: bin}
+	if os.Geteuid() == 0 {
+		p.runAs = "postgres"
+		if err := p.handOver(); err != nil {
+			return nil, err
+		}
+	}
+	data := filepath.Join(dir, "data")
+	if out, err := p.command(ctx, "initdb", "-D", data, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync").CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("testenv: initdb: %w\n%s", err, out)
+	}
+	for attempt := 0; ; attempt++ {
+		if p.Port, err = freePort(); err != nil {
+			return nil, err
+		}
+		if err = p.writeConfig(data); err != nil {
+			return nil, err
+		}
+		out, err := p.command(ctx, "pg_ctl", "-D", data, "-l", p.LogPath(), "-w", "-t", "60", "start").CombinedOutput()
+		if err == nil {
+			break
+		}
+		if attempt == 2 {
+			return nil, fmt.Errorf("testenv: pg_ctl start: %w\n%s\n%s", err, out, tail(p.LogPath(), 20))
+		}
+	}
+	p.URL = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", p.Port)
+	return p, nil
+}
+
+// handOver gives the cluster folder to the unprivileged user and makes the folders above it
+// traversable (t.TempDir and mktemp make 0700 folders, and initdb then fails).
+func (p *PostgresProcess) handOver() error {
+	u, err := user.Lookup(p.runAs)
+	if err != nil {
+		return fmt.Errorf("testenv: running as root needs a %q user to own the Postgres cluster: %w", p.runAs, err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	if err := os.Chown(p.Dir, uid, gid); err != nil {
+		return err
+	}
+	for d := p.Dir; d != "/" && d != "."; d = filepath.Dir(d) {
+		st, err := os.Stat(d)
+		if err != nil {
+			return err
+		}
+		if st.Mode().Perm()&0o005 != 0o005 {
+			if err := os.Chmod(d, st.Mode().Perm()|0o755); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// PostgresSettings are the server settings tarn needs for logical replication.
+// docker-compose.yml sets the same (a test checks it).
+var PostgresSettings = []Setting{
+	{"wal_level", "logical"},
+	{"max_wal_senders", "20"},
+	{"max_replication_slots", "20"},
+	{"max_connections", "200"},
+}
+
+// testSpeedSettings trade durability for speed; right for throwaway test clusters, never for
+// production.
+var testSpeedSettings = []Setting{
+	{"fsync", "off"},
+	{"synchronous_commit", "off"},
+	{"full_page_writes", "off"},
+}
+
+// Setting is one server configuration parameter.
+type Setting struct{ Name, Value string }
+
+func (p *PostgresProcess) writeConfig(data string) error {
+	conf := fmt.Sprintf("listen_addresses = '127.0.0.1'\nport = %d\nunix_socket_directories = '%s'\n", p.Port, p.Dir)
+	for _, s := range append(PostgresSettings[:len(PostgresSettings):len(PostgresSettings)], testSpeedSettings...) {
+		conf += s.Name + " = " + s.Value + "\n"
+	}
+	path := filepath.Join(data, "postgresql.auto.conf")
+	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+		return err
+	}
+	return p.chownToRunAs(path)
+}
+
+func (p *PostgresProcess) chownToRunAs(path string) error {
+	if p.runAs == "" {
+		return nil
+	}
+	u, err := user.Lookup(p.runAs)
+	if err != nil {
+		return err
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	return os.Chown(path, uid, gid)
+}
+
+func (p *PostgresProcess) command(ctx context.Context, name string, args ...string) *exec.Cmd {
+	path := filepath.Join(p.bin, name)
+	var cmd *exec.Cmd
+	if p.runAs != "" {
+		cmd = exec.CommandContext(ctx, "runuser", append([]string{"-u", p.runAs, "--", path}, args...)...)
+	} else {
+		cmd = exec.CommandContext(ctx, path, args...)
+	}
+	cmd.Dir = p.Dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	return cmd
+}
+
+// Stop shuts the cluster down at once (tests need no checkpoint) and removes its folder.
+func (p *PostgresProcess) Stop() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := p.command(ctx, "pg_ctl", "-D", filepath.Join(p.Dir, "data"), "-m", "immediate", "-w", "stop").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("testenv: pg_ctl stop: %w\n%s", err, out)
+	}
+	return os.RemoveAll(p.Dir)
+}
+
+// freshDatabase creates a new empty database on the server at adminURL and returns its URL, so
+// that tests sharing one server cannot see each other's tables, publications or slots.
+func freshDatabase(ctx context.Context, adminURL, name string) (string, error) {
+	cfg, err := pgx.ParseConfig(adminURL)
+	if err != nil {
+		return "", fmt.Errorf("testenv: bad Postgres URL: %w", err)
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return "", fmt.Errorf("testenv: connect to Postgres: %w", err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return "", fmt.Errorf("testenv: create database %s: %w", name, err)
+	}
+	return withDatabase(adminURL, name)
+}

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The test command of the README (`make test`): installs what is missing, checks vet, gofmt and
+# go.mod tidiness, then runs every package's tests against one real Postgres and one real Kafka
+# started for the whole run (scripts/with-env.sh). Extra arguments go to go test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/deps.sh
+scripts/lint.sh
+scripts/with-env.sh go test -count=1 -timeout 25m "$@" ./...
