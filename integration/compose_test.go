@@ -7,6 +7,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/tarnhq/tarn/internal/localpg"
 	"github.com/tarnhq/tarn/internal/testenv"
 )
 
@@ -38,7 +39,7 @@ func TestComposeMatchesHarness(t *testing.T) {
 		}
 	}
 	pg := c.Services["postgres"].Command
-	for _, s := range testenv.PostgresSettings {
+	for _, s := range localpg.Settings {
 		if !slices.Contains(pg, s.Name+"="+s.Value) {
 			t.Errorf("postgres service lacks -c %s=%s (the harness sets it)", s.Name, s.Value)
 		}

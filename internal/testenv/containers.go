@@ -10,6 +10,8 @@ import (
 
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/wait"
+
+	"github.com/tarnhq/tarn/internal/localpg"
 )
 
 // Images used when a Docker engine answers; override them to use images built locally.
@@ -91,7 +93,7 @@ func envOr(name, def string) string {
 // postgresCommand is the container's command line with the same settings as a local cluster.
 func postgresCommand() []string {
 	cmd := []string{"postgres"}
-	for _, s := range append(PostgresSettings[:len(PostgresSettings):len(PostgresSettings)], testSpeedSettings...) {
+	for _, s := range append(localpg.Settings[:len(localpg.Settings):len(localpg.Settings)], localpg.SpeedSettings...) {
 		cmd = append(cmd, "-c", s.Name+"="+s.Value)
 	}
 	return cmd

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +14,8 @@ import (
 	"testing"
 
 	"github.com/testcontainers/testcontainers-go"
+
+	"github.com/tarnhq/tarn/internal/localpg"
 )
 
 // Environment variables through which a running Postgres and Kafka are handed to tests.
@@ -33,7 +34,7 @@ var started struct {
 	pgLog      string
 	pgErr      error
 	pgOnce     bool
-	postgres   *PostgresProcess
+	postgres   *localpg.Cluster
 	brokers    []string
 	kafkaLog   string
 	kafkaErr   error
@@ -92,7 +93,7 @@ func Postgres(tb testing.TB) string {
 	}
 	printTailOnFailure(tb, "postgres", logPath)
 	name := "t_" + strings.ToLower(sanitize(tb.Name())) + "_" + randomSuffix()
-	u, err := freshDatabase(context.Background(), adminURL, name)
+	u, err := localpg.FreshDatabase(context.Background(), adminURL, name)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -175,7 +176,7 @@ func startPostgresLocked(ctx context.Context) (string, string, error) {
 	if err != nil {
 		return "", "", err
 	}
-	p, err := StartPostgres(ctx, base)
+	p, err := localpg.Start(ctx, base)
 	if err != nil {
 		return "", "", err
 	}
@@ -246,15 +247,6 @@ func moduleRoot() (string, error) {
 		}
 		dir = parent
 	}
-}
-
-func withDatabase(rawURL, name string) (string, error) {
-	u, err := url.Parse(rawURL)
-	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-		return "", fmt.Errorf("testenv: %s must be a postgres:// URL, got %q", EnvPostgresURL, rawURL)
-	}
-	u.Path = "/" + name
-	return u.String(), nil
 }
 
 func sanitize(s string) string {

@@ -92,7 +92,7 @@ func StartKafka(ctx context.Context, base string) (*KafkaProcess, error) {
 
 // KafkaSettings are the broker settings of a single-node KRaft broker for tarn, apart from
 // addresses. docker-compose.yml sets the same (a test checks it).
-var KafkaSettings = []Setting{
+var KafkaSettings = []KafkaSetting{
 	{"process.roles", "broker,controller"},
 	{"node.id", "1"},
 	{"controller.listener.names", "CONTROLLER"},
@@ -111,6 +111,9 @@ var KafkaSettings = []Setting{
 	{"group.initial.rebalance.delay.ms", "0"},
 	{"log.cleaner.backoff.ms", "1000"},
 }
+
+// KafkaSetting is one broker configuration property.
+type KafkaSetting struct{ Name, Value string }
 
 func (k *KafkaProcess) writeConfig(port, controllerPort int) error {
 	props := fmt.Sprintf("controller.quorum.voters=1@127.0.0.1:%[2]d\n"+

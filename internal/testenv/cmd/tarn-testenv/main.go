@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/tarnhq/tarn/internal/localpg"
 	"github.com/tarnhq/tarn/internal/testenv"
 )
 
@@ -42,10 +43,10 @@ func run(envFile string) error {
 	defer stop()
 
 	begin := time.Now()
-	var pg *testenv.PostgresProcess
+	var pg *localpg.Cluster
 	var kafka *testenv.KafkaProcess
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() (err error) { pg, err = testenv.StartPostgres(gctx, base); return err })
+	g.Go(func() (err error) { pg, err = localpg.Start(gctx, base); return err })
 	g.Go(func() (err error) { kafka, err = testenv.StartKafka(gctx, base); return err })
 	err = g.Wait()
 	defer func() {

@@ -1,23 +1,33 @@
-package testenv
+// Package localpg runs throwaway Postgres clusters from the machine's own server binaries: the
+// test harness uses one per test run and `tarn demo` one per demo.
+//
+// # Invariants
+//
+//   - A [Cluster] runs with wal_level=logical ([Settings]); Postgres refuses to run as root, so
+//     when started by root the cluster belongs to the unprivileged "postgres" user.
+package localpg
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 )
 
-// PostgresProcess is a throwaway Postgres cluster run from the machine's server binaries.
-type PostgresProcess struct {
+// Cluster is a throwaway Postgres cluster run from the machine's server binaries.
+type Cluster struct {
 	Dir   string // holds data/ and postgres.log
 	Port  int
 	URL   string // superuser URL of the postgres database
@@ -26,11 +36,11 @@ type PostgresProcess struct {
 }
 
 // LogPath is the server log, whose tail a failing test prints.
-func (p *PostgresProcess) LogPath() string { return filepath.Join(p.Dir, "postgres.log") }
+func (p *Cluster) LogPath() string { return filepath.Join(p.Dir, "postgres.log") }
 
-// postgresBinDir finds the newest installed Postgres server binaries (Debian puts them under
+// binDir finds the newest installed Postgres server binaries (Debian puts them under
 // /usr/lib/postgresql/<major>/bin), or TARN_POSTGRES_BIN when set.
-func postgresBinDir() (string, error) {
+func binDir() (string, error) {
 	if d := os.Getenv("TARN_POSTGRES_BIN"); d != "" {
 		return d, nil
 	}
@@ -42,7 +52,7 @@ func postgresBinDir() (string, error) {
 	if p, err := exec.LookPath("initdb"); err == nil {
 		return filepath.Dir(p), nil
 	}
-	return "", errors.New("testenv: no Postgres server binaries (initdb) found; run scripts/deps.sh or apt-get install postgresql, or set TARN_TEST_POSTGRES_URL")
+	return "", errors.New("localpg: no Postgres server binaries (initdb) found; run scripts/deps.sh or apt-get install postgresql, or name a running server")
 }
 
 func majorOf(initdb string) int {
@@ -50,11 +60,11 @@ func majorOf(initdb string) int {
 	return n
 }
 
-// StartPostgres initialises and starts a cluster in a new folder under base with
+// Start initialises and starts a cluster in a new folder under base with
 // wal_level=logical on a free port. Postgres refuses to run as root, so when we are root the
 // cluster belongs to the "postgres" user and every folder above it is made traversable.
-func StartPostgres(ctx context.Context, base string) (*PostgresProcess, error) {
-	bin, err := postgresBinDir()
+func Start(ctx context.Context, base string) (*Cluster, error) {
+	bin, err := binDir()
 	if err != nil {
 		return nil, err
 	}
@@ -62,7 +72,7 @@ func StartPostgres(ctx context.Context, base string) (*PostgresProcess, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &PostgresProcess{Dir: dir, bin: bin}
+	p := &Cluster{Dir: dir, bin: bin}
 	if os.Geteuid() == 0 {
 		p.runAs = "postgres"
 		if err := p.handOver(); err != nil {
@@ -71,7 +81,7 @@ func StartPostgres(ctx context.Context, base string) (*PostgresProcess, error) {
 	}
 	data := filepath.Join(dir, "data")
 	if out, err := p.command(ctx, "initdb", "-D", data, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync").CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("testenv: initdb: %w\n%s", err, out)
+		return nil, fmt.Errorf("localpg: initdb: %w\n%s", err, out)
 	}
 	for attempt := 0; ; attempt++ {
 		if p.Port, err = freePort(); err != nil {
@@ -85,7 +95,7 @@ func StartPostgres(ctx context.Context, base string) (*PostgresProcess, error) {
 			break
 		}
 		if attempt == 2 {
-			return nil, fmt.Errorf("testenv: pg_ctl start: %w\n%s\n%s", err, out, tail(p.LogPath(), 20))
+			return nil, fmt.Errorf("localpg: pg_ctl start: %w\n%s\n%s", err, out, tail(p.LogPath(), 20))
 		}
 	}
 	p.URL = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", p.Port)
@@ -94,10 +104,10 @@ func StartPostgres(ctx context.Context, base string) (*PostgresProcess, error) {
 
 // handOver gives the cluster folder to the unprivileged user and makes the folders above it
 // traversable (t.TempDir and mktemp make 0700 folders, and initdb then fails).
-func (p *PostgresProcess) handOver() error {
+func (p *Cluster) handOver() error {
 	u, err := user.Lookup(p.runAs)
 	if err != nil {
-		return fmt.Errorf("testenv: running as root needs a %q user to own the Postgres cluster: %w", p.runAs, err)
+		return fmt.Errorf("localpg: running as root needs a %q user to own the Postgres cluster: %w", p.runAs, err)
 	}
 	uid, _ := strconv.Atoi(u.Uid)
 	gid, _ := strconv.Atoi(u.Gid)
@@ -118,18 +128,18 @@ func (p *PostgresProcess) handOver() error {
 	return nil
 }
 
-// PostgresSettings are the server settings tarn needs for logical replication.
+// Settings are the server settings tarn needs for logical replication.
 // docker-compose.yml sets the same (a test checks it).
-var PostgresSettings = []Setting{
+var Settings = []Setting{
 	{"wal_level", "logical"},
 	{"max_wal_senders", "20"},
 	{"max_replication_slots", "20"},
 	{"max_connections", "200"},
 }
 
-// testSpeedSettings trade durability for speed; right for throwaway test clusters, never for
+// SpeedSettings trade durability for speed; right for throwaway test clusters, never for
 // production.
-var testSpeedSettings = []Setting{
+var SpeedSettings = []Setting{
 	{"fsync", "off"},
 	{"synchronous_commit", "off"},
 	{"full_page_writes", "off"},
@@ -138,9 +148,9 @@ var testSpeedSettings = []Setting{
 // Setting is one server configuration parameter.
 type Setting struct{ Name, Value string }
 
-func (p *PostgresProcess) writeConfig(data string) error {
+func (p *Cluster) writeConfig(data string) error {
 	conf := fmt.Sprintf("listen_addresses = '127.0.0.1'\nport = %d\nunix_socket_directories = '%s'\n", p.Port, p.Dir)
-	for _, s := range append(PostgresSettings[:len(PostgresSettings):len(PostgresSettings)], testSpeedSettings...) {
+	for _, s := range append(Settings[:len(Settings):len(Settings)], SpeedSettings...) {
 		conf += s.Name + " = " + s.Value + "\n"
 	}
 	path := filepath.Join(data, "postgresql.auto.conf")
@@ -150,7 +160,7 @@ func (p *PostgresProcess) writeConfig(data string) error {
 	return p.chownToRunAs(path)
 }
 
-func (p *PostgresProcess) chownToRunAs(path string) error {
+func (p *Cluster) chownToRunAs(path string) error {
 	if p.runAs == "" {
 		return nil
 	}
@@ -163,7 +173,7 @@ func (p *PostgresProcess) chownToRunAs(path string) error {
 	return os.Chown(path, uid, gid)
 }
 
-func (p *PostgresProcess) command(ctx context.Context, name string, args ...string) *exec.Cmd {
+func (p *Cluster) command(ctx context.Context, name string, args ...string) *exec.Cmd {
 	path := filepath.Join(p.bin, name)
 	var cmd *exec.Cmd
 	if p.runAs != "" {
@@ -177,30 +187,64 @@ func (p *PostgresProcess) command(ctx context.Context, name string, args ...stri
 }
 
 // Stop shuts the cluster down at once (tests need no checkpoint) and removes its folder.
-func (p *PostgresProcess) Stop() error {
+func (p *Cluster) Stop() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	out, err := p.command(ctx, "pg_ctl", "-D", filepath.Join(p.Dir, "data"), "-m", "immediate", "-w", "stop").CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("testenv: pg_ctl stop: %w\n%s", err, out)
+		return fmt.Errorf("localpg: pg_ctl stop: %w\n%s", err, out)
 	}
 	return os.RemoveAll(p.Dir)
 }
 
-// freshDatabase creates a new empty database on the server at adminURL and returns its URL, so
+// FreshDatabase creates a new empty database on the server at adminURL and returns its URL, so
 // that tests sharing one server cannot see each other's tables, publications or slots.
-func freshDatabase(ctx context.Context, adminURL, name string) (string, error) {
+func FreshDatabase(ctx context.Context, adminURL, name string) (string, error) {
 	cfg, err := pgx.ParseConfig(adminURL)
 	if err != nil {
-		return "", fmt.Errorf("testenv: bad Postgres URL: %w", err)
+		return "", fmt.Errorf("localpg: bad Postgres URL: %w", err)
 	}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return "", fmt.Errorf("testenv: connect to Postgres: %w", err)
+		return "", fmt.Errorf("localpg: connect to Postgres: %w", err)
 	}
 	defer conn.Close(ctx)
 	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
-		return "", fmt.Errorf("testenv: create database %s: %w", name, err)
+		return "", fmt.Errorf("localpg: create database %s: %w", name, err)
 	}
-	return withDatabase(adminURL, name)
+	return WithDatabase(adminURL, name)
+}
+
+// WithDatabase returns the postgres:// URL rawURL pointing at database name instead.
+func WithDatabase(rawURL, name string) (string, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return "", fmt.Errorf("localpg: want a postgres:// URL, got %q", rawURL)
+	}
+	u.Path = "/" + name
+	return u.String(), nil
+}
+
+// freePort asks the kernel for a free loopback port. Another process may take it before the
+// server binds it; Start retries.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// tail returns the last n lines of a file, for error messages.
+func tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Sprintf("(cannot read %s: %v)", path, err)
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }
