@@ -11,7 +11,7 @@ cache="${TARN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tarn}"
 dest="$cache/kafka-$version"
 libs="$dest/libs"
 
-if [[ -f "$dest/.complete" ]]; then
+if [[ -f "$dest/.complete-slf4j1" ]]; then
 	echo "$libs"
 	exit 0
 fi
@@ -27,7 +27,7 @@ cat >"$dest/pom.xml" <<POM
   <packaging>pom</packaging>
   <dependencies>
     <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId><version>$version</version></dependency>
-    <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-slf4j2-impl</artifactId><version>2.24.3</version></dependency>
+    <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-slf4j-impl</artifactId><version>2.24.3</version></dependency>
     <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-core</artifactId><version>2.24.3</version></dependency>
   </dependencies>
 </project>
@@ -40,5 +40,5 @@ mvn -B -q -f "$dest/pom.xml" dependency:copy-dependencies \
 	tail -n 30 "$dest/mvn.log" >&2
 	exit 1
 }
-touch "$dest/.complete"
+touch "$dest/.complete-slf4j1"
 echo "$libs"

@@ -8,3 +8,6 @@ cd "$(dirname "$0")/.."
 scripts/deps.sh
 scripts/lint.sh
 scripts/with-env.sh go test -count=1 -timeout 25m "$@" ./...
+# The harness's container path, once per run, on a local Docker engine with images built from
+# this machine's binaries; skips with a reason (exit 0) when no engine can run here.
+scripts/test-containers.sh

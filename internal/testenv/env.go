@@ -145,7 +145,7 @@ func startKafkaLocked(ctx context.Context) ([]string, string, error) {
 			started.containers = append(started.containers, c)
 		}
 		if err == nil {
-			return brokers, "", nil
+			return brokers, ctrs.kafka.log, nil
 		}
 		fmt.Fprintf(os.Stderr, "testenv: Kafka container failed (%v); using a local broker\n", err)
 	}
@@ -168,7 +168,7 @@ func startPostgresLocked(ctx context.Context) (string, string, error) {
 			started.containers = append(started.containers, c)
 		}
 		if err == nil {
-			return u, "", nil
+			return u, ctrs.pg.log, nil
 		}
 		fmt.Fprintf(os.Stderr, "testenv: Postgres container failed (%v); using a local cluster\n", err)
 	}

@@ -38,6 +38,12 @@ func ViewPrefix(app, view string, version int) string {
 	return app + "." + view + ".v" + strconv.Itoa(version) + "."
 }
 
+// Group is the consumer group (and transactional id prefix) of one version of a view: each
+// version consumes its inputs on its own, so a rebuild reprocesses from the beginning.
+func Group(app, view string, version int) string {
+	return app + "." + view + ".v" + strconv.Itoa(version)
+}
+
 // maxLen is Kafka's limit on topic name length.
 const maxLen = 249
 
@@ -59,4 +65,10 @@ func ValidateName(kind, s string) error {
 		}
 	}
 	return nil
+}
+
+// CDCPosition is the compacted, single-partition topic in which the CDC source of one
+// replication slot keeps its durable position (written with the records it covers).
+func CDCPosition(app, slot string) string {
+	return app + ".cdc-position." + slot
 }

@@ -8,7 +8,9 @@ func TestNames(t *testing.T) {
 		{Repartition("shop", "orders", 1, "by-region"), "shop.orders.v1.repartition.by-region"},
 		{CDCTable("shop", "public", "users"), "shop.cdc.public.users"},
 		{DLQ("shop"), "shop.dlq"},
+		{CDCPosition("shop", "tarn_shop"), "shop.cdc-position.tarn_shop"},
 		{ViewPrefix("shop", "orders", 2), "shop.orders.v2."},
+		{Group("shop", "orders", 2), "shop.orders.v2"},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("got %q, want %q", tc.got, tc.want)
