@@ -1,0 +1,48 @@
+package cdc
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics of one source; every series carries the slot as a constant label.
+type metrics struct {
+	snapshotRows  *prometheus.CounterVec // table
+	changes       *prometheus.CounterVec // table, op
+	batches       prometheus.Counter
+	batchSeconds  prometheus.Histogram
+	slotLag       prometheus.Gauge
+	confirmedLSN  prometheus.Gauge
+	heartbeats    prometheus.Counter
+	rowStateBuild prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer, slot string) (*metrics, error) {
+	labels := prometheus.Labels{"slot": slot}
+	opts := func(name, help string) prometheus.Opts {
+		return prometheus.Opts{Namespace: "tarn", Subsystem: "cdc", Name: name, Help: help, ConstLabels: labels}
+	}
+	m := &metrics{
+		snapshotRows: prometheus.NewCounterVec(prometheus.CounterOpts(opts("snapshot_rows_total", "Rows written by the initial snapshot.")), []string{"table"}),
+		changes:      prometheus.NewCounterVec(prometheus.CounterOpts(opts("changes_total", "Row changes written from the replication stream.")), []string{"table", "op"}),
+		batches:      prometheus.NewCounter(prometheus.CounterOpts(opts("batches_total", "Batches of transactions made durable in Kafka."))),
+		batchSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "tarn", Subsystem: "cdc", Name: "batch_commit_seconds",
+			Help: "Time to make one batch durable in Kafka.", ConstLabels: labels, Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
+		slotLag:       prometheus.NewGauge(prometheus.GaugeOpts(opts("slot_lag_bytes", "WAL bytes between the server's current position and the slot's confirmed position."))),
+		confirmedLSN:  prometheus.NewGauge(prometheus.GaugeOpts(opts("confirmed_lsn", "Last LSN confirmed to the server (durable in Kafka)."))),
+		heartbeats:    prometheus.NewCounter(prometheus.CounterOpts(opts("heartbeats_total", "Heartbeat messages emitted."))),
+		rowStateBuild: prometheus.NewCounter(prometheus.CounterOpts(opts("row_state_rebuilds_total", "Rebuilds of the local row state from the table topics."))),
+	}
+	for _, c := range []prometheus.Collector{m.snapshotRows, m.changes, m.batches, m.batchSeconds, m.slotLag, m.confirmedLSN, m.heartbeats, m.rowStateBuild} {
+		if err := reg.Register(c); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if errors.As(err, &are) {
+				return nil, fmt.Errorf("%w: metrics for slot %s are already registered; give each source its own slot or Registerer", ErrConfig, slot)
+			}
+			return nil, fmt.Errorf("cdc: register metrics: %w", err)
+		}
+	}
+	return m, nil
+}
