@@ -1,0 +1,340 @@
+package views
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/tarnhq/tarn/internal/partition"
+	"github.com/tarnhq/tarn/state"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Position is, per partition of a view, the changelog offset of its served store that the
+// local copy has applied; responses carry it so clients can wait for their own writes.
+type Position map[int32]int64
+
+// Info describes one view as this instance runs it.
+type Info struct {
+	Name        Name
+	Version     int
+	Fingerprint string
+	Windowed    bool
+	Queryable   bool
+	// Running is false before the view joined its group and while it rejoins.
+	Running bool
+	// Partitions is the partition count of the served store.
+	Partitions int32
+	// Owned are the served partitions this instance holds; Restoring those still restoring.
+	Owned, Restoring []int32
+	// Positions are the applied offsets of the owned partitions.
+	Positions Position
+	// Lag is, per input "topic/partition", the records between the last processed offset
+	// and the partition's end at the last fetch.
+	Lag map[string]int64
+}
+
+// Views describes every view of the runtime, in configuration order.
+func (r *Runtime) Views() []Info {
+	out := make([]Info, 0, len(r.order))
+	for _, e := range r.order {
+		out = append(out, e.info())
+	}
+	return out
+}
+
+func (e *engine) info() Info {
+	in := Info{Name: e.v.name, Version: e.v.version, Fingerprint: e.v.finger, Windowed: e.v.Windowed(),
+		Queryable: e.v.Queryable(), Running: e.running.Load(), Positions: e.positions(), Lag: map[string]int64{}}
+	if e.v.served != nil && e.subParts != nil {
+		in.Partitions = e.subParts[e.v.served.sub.id]
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for id := range e.mu.tasks {
+		if e.v.served != nil && id.sub == e.v.served.sub.id {
+			in.Owned = append(in.Owned, id.part)
+		}
+	}
+	for id := range e.mu.restoring {
+		if e.v.served != nil && id.sub == e.v.served.sub.id {
+			in.Restoring = append(in.Restoring, id.part)
+		}
+	}
+	for k, v := range e.mu.lag {
+		in.Lag[k] = v
+	}
+	slices.Sort(in.Owned)
+	slices.Sort(in.Restoring)
+	return in
+}
+
+// positions reads the applied offsets of the owned served partitions.
+func (e *engine) positions() Position {
+	pos := Position{}
+	for _, t := range e.servedTasks() {
+		if off, ok, err := t.served.Offset(e.rt.cfg.State); err == nil && ok {
+			pos[t.partition] = off
+		}
+	}
+	return pos
+}
+
+func (e *engine) servedTasks() []*runTask {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var ts []*runTask
+	for _, t := range e.mu.tasks {
+		if t.served != nil {
+			ts = append(ts, t)
+		}
+	}
+	return ts
+}
+
+// PartitionOf returns the partition of view that holds key.
+func (r *Runtime) PartitionOf(view Name, key string) (int32, error) {
+	e, err := r.queryable(view)
+	if err != nil {
+		return 0, err
+	}
+	n := e.subParts[e.v.served.sub.id]
+	return partition.For([]byte(key), n), nil
+}
+
+func (r *Runtime) queryable(view Name) (*engine, error) {
+	e, err := r.engine(view)
+	if err != nil {
+		return nil, err
+	}
+	if e.v.served == nil {
+		return nil, fmt.Errorf("%w: view %q has no queryable store (only output topics)", ErrNotServed, view)
+	}
+	if e.subParts == nil {
+		return nil, fmt.Errorf("%w: view %q has not started", ErrRestoring, view)
+	}
+	return e, nil
+}
+
+// owned returns the served task of partition p, or why it cannot answer.
+func (e *engine) owned(ctx context.Context, p int32) (*runTask, error) {
+	id := taskID{e.v.served.sub.id, p}
+	e.mu.Lock()
+	t, restoring := e.mu.tasks[id], e.mu.restoring[id]
+	e.mu.Unlock()
+	switch {
+	case restoring:
+		return nil, fmt.Errorf("%w: view %q partition %d", ErrRestoring, e.v.name, p)
+	case t == nil:
+		addr, _ := e.owner(ctx, p)
+		return nil, &NotOwnerError{View: e.v.name, Partition: p, Addr: addr}
+	}
+	return t, nil
+}
+
+// Get returns the JSON value of key in a key-value view, and the position of its partition.
+// It fails with [*NotOwnerError] when another instance owns the partition, [ErrRestoring]
+// while it restores and [ErrNotFound] for an absent key.
+func (r *Runtime) Get(ctx context.Context, view Name, key string) ([]byte, Position, error) {
+	e, err := r.queryable(view)
+	if err != nil {
+		return nil, nil, err
+	}
+	kv, ok := e.v.servedKV()
+	if !ok {
+		return nil, nil, fmt.Errorf("%w: view %q is windowed; use Windows", ErrNotServed, view)
+	}
+	p := partition.For([]byte(key), e.subParts[kv.sub.id])
+	t, err := e.owned(ctx, p)
+	if err != nil {
+		return nil, nil, err
+	}
+	snap := e.rt.cfg.State.NewSnapshot()
+	defer snap.Close()
+	store := t.served.(*state.KV)
+	pos := Position{}
+	if off, ok, err := store.Offset(snap); err != nil {
+		return nil, nil, err
+	} else if ok {
+		pos[p] = off
+	}
+	v, ok, err := store.Get(snap, []byte(key))
+	switch {
+	case err != nil:
+		return nil, nil, err
+	case !ok:
+		return nil, pos, fmt.Errorf("%w: view %q key %q", ErrNotFound, view, key)
+	}
+	return v, pos, nil
+}
+
+func (v *View) servedKV() (*storeSpec, bool) { return v.served, v.served != nil && !v.served.windowed }
+
+// Entry is one key and JSON value of a view.
+type Entry struct {
+	Key   string
+	Value []byte
+}
+
+// Scan returns up to limit entries of a key-value view with keys in [start, end) (end ""
+// means no upper bound) and, if prefix is not empty, starting with prefix, merged in key order
+// over the partitions this instance owns, all read from one Pebble snapshot. The position
+// covers the partitions read. Partitions owned elsewhere are not included: a caller fans out
+// to the owners ([Runtime.Owners]).
+func (r *Runtime) Scan(view Name, prefix, start, end string, limit int) ([]Entry, Position, error) {
+	e, err := r.queryable(view)
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, ok := e.v.servedKV(); !ok {
+		return nil, nil, fmt.Errorf("%w: view %q is windowed; use Windows", ErrNotServed, view)
+	}
+	snap := e.rt.cfg.State.NewSnapshot()
+	defer snap.Close()
+	var all []Entry
+	pos := Position{}
+	for _, t := range e.servedTasks() {
+		kv := t.served.(*state.KV)
+		if off, ok, err := kv.Offset(snap); err == nil && ok {
+			pos[t.partition] = off
+		}
+		got, err := scanPartition(kv, snap, prefix, start, end, limit)
+		if err != nil {
+			return nil, nil, err
+		}
+		all = append(all, got...)
+	}
+	slices.SortFunc(all, func(a, b Entry) int { return strings.Compare(a.Key, b.Key) })
+	if limit > 0 && len(all) > limit {
+		all = all[:limit]
+	}
+	return all, pos, nil
+}
+
+func scanPartition(kv *state.KV, r state.Reader, prefix, start, end string, limit int) ([]Entry, error) {
+	lo := max(prefix, start)
+	var hi []byte
+	if end != "" {
+		hi = []byte(end)
+	}
+	it, err := kv.Range(r, []byte(lo), hi)
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	var out []Entry
+	for it.Next() && (limit <= 0 || len(out) < limit) {
+		if !bytes.HasPrefix(it.Key(), []byte(prefix)) {
+			break
+		}
+		out = append(out, Entry{Key: string(it.Key()), Value: bytes.Clone(it.Value())})
+	}
+	return out, it.Err()
+}
+
+// WindowValue is one window of a key in a windowed view.
+type WindowValue struct {
+	Window
+	Value []byte
+}
+
+// Windows returns the windows of key in a windowed view whose start is in [from, to], in
+// start order, and the position of the key's partition.
+func (r *Runtime) Windows(ctx context.Context, view Name, key string, from, to time.Time) ([]WindowValue, Position, error) {
+	e, err := r.queryable(view)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !e.v.Windowed() {
+		return nil, nil, fmt.Errorf("%w: view %q is not windowed; use Get", ErrNotServed, view)
+	}
+	p := partition.For([]byte(key), e.subParts[e.v.served.sub.id])
+	t, err := e.owned(ctx, p)
+	if err != nil {
+		return nil, nil, err
+	}
+	snap := e.rt.cfg.State.NewSnapshot()
+	defer snap.Close()
+	w := t.served.(*state.Window)
+	pos := Position{}
+	if off, ok, err := w.Offset(snap); err == nil && ok {
+		pos[p] = off
+	}
+	it, err := w.Fetch(snap, []byte(key), from, to)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer it.Close()
+	var out []WindowValue
+	for it.Next() {
+		v := bytes.Clone(it.Value())
+		out = append(out, WindowValue{Window: e.v.window(it.Start().UnixMilli(), v), Value: v})
+	}
+	return out, pos, it.Err()
+}
+
+// Subscribe delivers the changes of the view's partitions owned here, after the per-partition
+// positions in after (nil: only changes from now on). buffer bounds the changes held for a
+// slow reader (default 1024).
+func (r *Runtime) Subscribe(ctx context.Context, view Name, after Position, buffer int) (*Subscription, error) {
+	e, err := r.queryable(view)
+	if err != nil {
+		return nil, err
+	}
+	if buffer <= 0 {
+		buffer = 1024
+	}
+	return e.subscribe(ctx, after, buffer)
+}
+
+// Owners maps each partition of a view's served store to the advertised HTTP address of the
+// instance that owns it, from the view's consumer group (members without an address map to
+// "").
+func (r *Runtime) Owners(ctx context.Context, view Name) (map[int32]string, error) {
+	e, err := r.queryable(view)
+	if err != nil {
+		return nil, err
+	}
+	return e.owners(ctx)
+}
+
+func (e *engine) owner(ctx context.Context, p int32) (string, error) {
+	m, err := e.owners(ctx)
+	return m[p], err
+}
+
+func (e *engine) owners(ctx context.Context) (map[int32]string, error) {
+	cl, err := kgo.NewClient(e.base...)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	groups, err := kadm.NewClient(cl).DescribeGroups(ctx, e.group)
+	if err != nil {
+		return nil, fmt.Errorf("views: view %q: describe group %s: %w", e.v.name, e.group, err)
+	}
+	var src string
+	for _, s := range e.v.served.sub.sources {
+		src = e.env.resolve(s.topic)
+	}
+	out := map[int32]string{}
+	for _, m := range groups[e.group].Members {
+		assigned, ok := m.Assigned.AsConsumer()
+		if !ok {
+			continue
+		}
+		for _, t := range assigned.Topics {
+			if t.Topic != src {
+				continue
+			}
+			for _, p := range t.Partitions {
+				out[p] = strings.TrimPrefix(m.ClientID, clientIDPrefix)
+			}
+		}
+	}
+	return out, nil
+}

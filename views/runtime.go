@@ -1,0 +1,195 @@
+package views
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/tarnhq/tarn/internal/topic"
+	"github.com/tarnhq/tarn/state"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/sync/errgroup"
+)
+
+// Sentinel errors of the runtime; use errors.Is.
+var (
+	// ErrConfig is wrapped by every problem Config.Validate reports.
+	ErrConfig = errors.New("views: bad runtime config")
+	// ErrFingerprint: the stores hold state written by a different definition of the view.
+	ErrFingerprint = errors.New("views: state was written by a different view definition")
+	// ErrCoPartition: inputs that must be co-partitioned have different partition counts.
+	ErrCoPartition = errors.New("views: inputs are not co-partitioned")
+	// ErrUnknownView: no view of that name runs in this runtime.
+	ErrUnknownView = errors.New("views: unknown view")
+	// ErrNotFound: the key (or window) is not in the view.
+	ErrNotFound = errors.New("views: not found")
+	// ErrRestoring: the partition is still restoring its stores; retry or ask for stale reads.
+	ErrRestoring = errors.New("views: partition is restoring")
+	// ErrNotServed: the view has no queryable store of this kind.
+	ErrNotServed = errors.New("views: view is not queryable this way")
+)
+
+// NotOwnerError says that another instance owns the partition of a key; Addr is its advertised
+// HTTP address, empty when no instance owns it right now.
+type NotOwnerError struct {
+	View      Name
+	Partition int32
+	Addr      string
+}
+
+func (e *NotOwnerError) Error() string {
+	if e.Addr == "" {
+		return fmt.Sprintf("views: view %q partition %d has no owner right now", e.View, e.Partition)
+	}
+	return fmt.Sprintf("views: view %q partition %d is owned by %s", e.View, e.Partition, e.Addr)
+}
+
+// Config configures a [Runtime].
+type Config struct {
+	// App is the application id: the prefix of every topic and group. Required.
+	App string
+	// Brokers are the Kafka seed brokers. Required.
+	Brokers []string
+	// State is the process's store database. Required.
+	State *state.DB
+	// Views are the views this runtime maintains; names must be unique. Required.
+	Views []*View
+	// ExactlyOnce turns on Kafka transactions: changelog, repartition and output records and
+	// input offsets commit atomically. Default false (at-least-once).
+	ExactlyOnce bool
+	// AdvertiseAddr is this instance's HTTP address, published in its Kafka client id so that
+	// other instances can route a key to its owner. Default "" (not routable).
+	AdvertiseAddr string
+	// IdleTimeout is how long an input partition may go without records before it stops
+	// holding back its task's watermark. Default 30s.
+	IdleTimeout time.Duration
+	// MaxPollRecords bounds one batch. Default 10000.
+	MaxPollRecords int
+	// Partitions is the partition count of topics the runtime creates (repartition, output
+	// and dead-letter topics that do not exist). Default: the largest partition count among
+	// each view's source topics.
+	Partitions int32
+	// ReplicationFactor of created topics; -1 is the broker default. Default -1.
+	ReplicationFactor int16
+	// TransactionTimeout is the Kafka transaction timeout in exactly-once mode: how long a
+	// crashed instance's open transaction blocks readers. Default 30s.
+	TransactionTimeout time.Duration
+	// ClientOpts are added to every Kafka client the runtime makes (TLS, SASL, tuning).
+	ClientOpts []kgo.Opt
+	// Logger receives the runtime's logs. Default slog.Default().
+	Logger *slog.Logger
+	// Registerer receives the runtime's metrics. Default: a private registry.
+	Registerer prometheus.Registerer
+	// Now is the wall clock (processing time, idle timeouts). Default time.Now.
+	Now func() time.Time
+}
+
+func (c Config) withDefaults() Config {
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = 30 * time.Second
+	}
+	if c.MaxPollRecords == 0 {
+		c.MaxPollRecords = 10000
+	}
+	if c.ReplicationFactor == 0 {
+		c.ReplicationFactor = -1
+	}
+	if c.TransactionTimeout == 0 {
+		c.TransactionTimeout = 30 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Registerer == nil {
+		c.Registerer = prometheus.NewRegistry()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// Validate reports every problem of the config at once.
+func (c Config) Validate() error {
+	var errs []error
+	add := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: %s", ErrConfig, fmt.Sprintf(format, args...)))
+	}
+	if err := topic.ValidateName("app", c.App); err != nil {
+		add("App: %v", err)
+	}
+	if len(c.Brokers) == 0 {
+		add("Brokers is empty; give the Kafka seed brokers")
+	}
+	if c.State == nil {
+		add("State is nil; open one with state.Open")
+	}
+	if len(c.Views) == 0 {
+		add("Views is empty; define at least one view")
+	}
+	seen := map[Name]bool{}
+	for i, v := range c.Views {
+		switch {
+		case v == nil:
+			add("Views[%d] is nil", i)
+		case seen[v.name]:
+			add("two views are named %q; view names must be unique in an app", v.name)
+		default:
+			seen[v.name] = true
+		}
+	}
+	if c.IdleTimeout < 0 || c.MaxPollRecords < 0 || c.Partitions < 0 || c.TransactionTimeout < 0 {
+		add("IdleTimeout, MaxPollRecords, Partitions and TransactionTimeout must not be negative")
+	}
+	return errors.Join(errs...)
+}
+
+// Runtime maintains views: it consumes their inputs as a member of each view's consumer group,
+// runs the tasks of the partitions it is assigned and answers queries about them.
+type Runtime struct {
+	cfg     Config
+	metrics *metrics
+	engines map[Name]*engine
+	order   []*engine
+}
+
+// NewRuntime checks cfg and prepares the views; [Runtime.Run] starts them.
+func NewRuntime(cfg Config) (*Runtime, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("views: register metrics: %w", err)
+	}
+	r := &Runtime{cfg: cfg, metrics: m, engines: map[Name]*engine{}}
+	for _, v := range cfg.Views {
+		e := newEngine(r, v)
+		r.engines[v.name] = e
+		r.order = append(r.order, e)
+	}
+	return r, nil
+}
+
+// Run maintains every view until ctx is cancelled, then finishes the batch in hand, commits,
+// flushes and leaves the groups; it returns nil after a cancellation and the first error that
+// stopped a view otherwise (stopping the others).
+func (r *Runtime) Run(ctx context.Context) error {
+	g, ctx := errgroup.WithContext(ctx)
+	for _, e := range r.order {
+		g.Go(func() error { return e.run(ctx) })
+	}
+	return g.Wait()
+}
+
+func (r *Runtime) engine(view Name) (*engine, error) {
+	e := r.engines[view]
+	if e == nil {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownView, view)
+	}
+	return e, nil
+}
