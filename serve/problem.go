@@ -1,0 +1,123 @@
+package serve
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+)
+
+// Problem is an RFC 9457 problem details body (application/problem+json), the body of every
+// error response.
+type Problem struct {
+	// Type is "urn:tarn:problem:<slug>"; the slugs are listed in openapi.yaml.
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail,omitempty"`
+	// Instance is the request path.
+	Instance string `json:"instance,omitempty"`
+	// Param names the query or path parameter that was wrong (an extension member).
+	Param string `json:"param,omitempty"`
+	// Position is the view's position, on a 404 for a key (an extension member).
+	Position *Position `json:"position,omitempty"`
+}
+
+const problemPrefix = "urn:tarn:problem:"
+
+// paramError is a bad request parameter; it becomes a 400 that names the parameter.
+type paramError struct {
+	param string
+	err   error
+}
+
+func (e *paramError) Error() string { return fmt.Sprintf("parameter %s: %v", e.param, e.err) }
+func (e *paramError) Unwrap() error { return e.err }
+
+func badParam(param string, format string, args ...any) error {
+	return &paramError{param: param, err: fmt.Errorf(format, args...)}
+}
+
+// peerError is a problem answered by another instance, passed on as it came.
+type peerError struct {
+	addr    string
+	problem Problem
+	retry   string
+}
+
+func (e *peerError) Error() string {
+	return fmt.Sprintf("serve: instance %s answered %d: %s", e.addr, e.problem.Status, e.problem.Detail)
+}
+
+// errNotCaughtUp reports that a view did not reach a min_offsets/min_lsn position in time.
+var errNotCaughtUp = errors.New("serve: view has not reached the requested position")
+
+// errTimeout reports that a request ran out of its RequestTimeout.
+var errTimeout = errors.New("serve: request timed out")
+
+// writeProblem sends p, with Retry-After on 503s.
+func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, p Problem) {
+	p.Instance = r.URL.Path
+	if p.Title == "" {
+		p.Title = http.StatusText(p.Status)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/problem+json")
+	h.Set("Cache-Control", "no-store")
+	if p.Status == http.StatusServiceUnavailable && h.Get("Retry-After") == "" {
+		h.Set("Retry-After", strconv.Itoa(int(math.Ceil(s.cfg.RetryAfter.Seconds()))))
+	}
+	w.WriteHeader(p.Status)
+	_ = json.NewEncoder(w).Encode(p)
+}
+
+func problemOf(slug string, status int, detail string) Problem {
+	return Problem{Type: problemPrefix + slug, Status: status, Detail: detail}
+}
+
+// writeError maps err to a problem. Errors the client cannot act on are logged and answered
+// with a bare 500, so that no internal detail leaks.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	var pe *paramError
+	var peer *peerError
+	var notOwner *NotOwnerError
+	switch {
+	case errors.As(err, &pe):
+		p := problemOf("bad-parameter", http.StatusBadRequest, pe.Error())
+		p.Param = pe.param
+		s.writeProblem(w, r, p)
+	case errors.As(err, &peer):
+		if peer.retry != "" {
+			w.Header().Set("Retry-After", peer.retry)
+		}
+		s.writeProblem(w, r, peer.problem)
+	case errors.Is(err, ErrUnknownView):
+		s.writeProblem(w, r, problemOf("unknown-view", http.StatusNotFound, "no view has that name; GET /v1/views lists them"))
+	case errors.Is(err, ErrNotWindowed):
+		p := problemOf("not-windowed", http.StatusBadRequest, "from= and to= apply only to windowed views")
+		p.Param = "from"
+		s.writeProblem(w, r, p)
+	case errors.Is(err, ErrRestoring):
+		s.writeProblem(w, r, problemOf("restoring", http.StatusServiceUnavailable,
+			"the partition is restoring its stores; retry later, or pass stale=true to read it as it is"))
+	case errors.As(err, &notOwner):
+		s.writeProblem(w, r, problemOf("moving", http.StatusServiceUnavailable,
+			"the partition is moving between instances; retry later"))
+	case errors.Is(err, ErrTooOld):
+		s.writeProblem(w, r, problemOf("position-too-old", http.StatusGone,
+			"changes after that position are no longer retained; read the current state and watch from its position"))
+	case errors.Is(err, errNotCaughtUp):
+		s.writeProblem(w, r, problemOf("not-caught-up", http.StatusServiceUnavailable,
+			"the view has not reached min_offsets/min_lsn within wait; retry, or wait longer"))
+	case errors.Is(err, errTimeout), errors.Is(err, context.DeadlineExceeded):
+		s.writeProblem(w, r, problemOf("timeout", http.StatusServiceUnavailable, "the request took too long; retry"))
+	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
+		// The client went away; nobody reads an answer.
+	default:
+		s.cfg.Logger.Error("serve: request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		s.writeProblem(w, r, problemOf("internal", http.StatusInternalServerError, ""))
+	}
+}
