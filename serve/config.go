@@ -18,6 +18,10 @@ type Config struct {
 	// Backend supplies the views. Required.
 	Backend Backend
 
+	// Home, when set, answers GET / (a web page for people; not part of the API, so neither
+	// authenticated nor in openapi.yaml). Default nil (404).
+	Home http.Handler
+
 	// Addr is the address Run listens on. Default ":8080".
 	Addr string
 	// Redirect makes a request for a key owned by another instance get a 307 redirect to the

@@ -56,6 +56,9 @@ func (s *Server) routes() http.Handler {
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, problemOf("method", http.StatusMethodNotAllowed, "method not allowed on this path"))
 	})
+	if s.cfg.Home != nil {
+		r.Method(http.MethodGet, "/", s.cfg.Home)
+	}
 	r.Get("/healthz", s.healthz)
 	r.Get("/readyz", s.readyz)
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{}))

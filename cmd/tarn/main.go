@@ -1,44 +1,26 @@
-// Command tarn runs tarn's materialized views: it wires Postgres CDC, the views runtime, the
-// local stores and the HTTP query API together.
+// Command tarn is a tarn program with example views from the field: the price range of each
+// stock symbol, the top 10 trades of every minute, and orders per customer read from Postgres
+// through CDC. `tarn demo` runs them with no setup; `tarn serve` runs them in production.
+//
+// Your own program looks the same: define views, then hand them to tarn.Main.
 package main
 
 import (
 	"fmt"
 	"os"
-	"runtime/debug"
+
+	"github.com/tarnhq/tarn"
 )
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
+	vs, err := exampleViews()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "tarn:", err)
 		os.Exit(2)
 	}
-}
-
-func run(args []string) error {
-	if len(args) == 0 {
-		return fmt.Errorf("missing command; try: tarn version")
-	}
-	switch args[0] {
-	case "version":
-		fmt.Println(version())
-		return nil
-	default:
-		return fmt.Errorf("unknown command %q; try: tarn version", args[0])
-	}
-}
-
-// version reports the module version and VCS revision the binary was built from.
-func version() string {
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "tarn (unknown version)"
-	}
-	v := info.Main.Version
-	for _, s := range info.Settings {
-		if s.Key == "vcs.revision" {
-			v += " " + s.Value
-		}
-	}
-	return fmt.Sprintf("tarn %s (%s)", v, info.GoVersion)
+	tarn.Main(tarn.Program{
+		Views:     vs,
+		CDCTables: []string{"public.customers", "public.orders"},
+		Demo:      demo(),
+	})
 }

@@ -1,0 +1,307 @@
+package tarn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tarnhq/tarn/serve"
+	"github.com/tarnhq/tarn/views"
+)
+
+// backend adapts a views.Runtime to what serve answers HTTP requests from.
+//
+// Positions differ by one between the two: views reports the last changelog offset a partition
+// has applied, serve the next one to apply (so that a zero position means "nothing yet").
+type backend struct {
+	rt     *views.Runtime
+	owners *ownerCache
+}
+
+func newBackend(rt *views.Runtime) *backend {
+	return &backend{rt: rt, owners: &ownerCache{rt: rt, ttl: time.Second, byView: map[views.Name]ownerEntry{}}}
+}
+
+func (b *backend) Views() []serve.ViewInfo {
+	var out []serve.ViewInfo
+	for _, in := range b.rt.Views() {
+		if in.Queryable {
+			out = append(out, viewInfo(in))
+		}
+	}
+	slices.SortFunc(out, func(a, b serve.ViewInfo) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+func (b *backend) View(name string) (serve.View, error) {
+	for _, in := range b.rt.Views() {
+		if string(in.Name) == name && in.Queryable {
+			return &view{b: b, name: in.Name}, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: %q", serve.ErrUnknownView, name)
+}
+
+func (b *backend) Ready() error {
+	var waiting []string
+	for _, in := range b.rt.Views() {
+		switch {
+		case !in.Running:
+			waiting = append(waiting, fmt.Sprintf("%s: not yet running", in.Name))
+		case len(in.Restoring) > 0:
+			waiting = append(waiting, fmt.Sprintf("%s: restoring partitions %v", in.Name, in.Restoring))
+		}
+	}
+	if len(waiting) > 0 {
+		return errors.New(strings.Join(waiting, "; "))
+	}
+	return nil
+}
+
+func viewInfo(in views.Info) serve.ViewInfo {
+	state := serve.StateRunning
+	if !in.Running || len(in.Restoring) > 0 {
+		state = serve.StateRestoring
+	}
+	var lag int64
+	for _, l := range in.Lag {
+		lag += l
+	}
+	return serve.ViewInfo{Name: string(in.Name), Version: in.Version, State: state, Windowed: in.Windowed,
+		Partitions: in.Partitions, Owned: in.Owned, Lag: lag, Position: servePosition(in.Positions)}
+}
+
+// servePosition turns views' last applied offsets into serve's next offsets.
+func servePosition(p views.Position) serve.Position {
+	out := serve.Position{Offsets: make(map[int32]int64, len(p))}
+	for part, off := range p {
+		out.Offsets[part] = off + 1
+	}
+	return out
+}
+
+// view is one served view of the runtime.
+type view struct {
+	b    *backend
+	name views.Name
+}
+
+func (v *view) info() views.Info {
+	for _, in := range v.b.rt.Views() {
+		if in.Name == v.name {
+			return in
+		}
+	}
+	return views.Info{Name: v.name}
+}
+
+func (v *view) Info() serve.ViewInfo { return viewInfo(v.info()) }
+
+func (v *view) Partition(key []byte) int32 {
+	p, _ := v.b.rt.PartitionOf(v.name, string(key))
+	return p
+}
+
+func (v *view) Owner(p int32) serve.Owner {
+	in := v.info()
+	if slices.Contains(in.Owned, p) {
+		return serve.Owner{Local: true, Restoring: slices.Contains(in.Restoring, p)}
+	}
+	return serve.Owner{Addr: v.b.owners.owner(v.name, p)}
+}
+
+func (v *view) Position() serve.Position { return servePosition(v.info().Positions) }
+
+// WaitFor polls: positions move once per processed batch, and a few milliseconds of delay is
+// far below a batch's duration.
+func (v *view) WaitFor(ctx context.Context, target serve.Position) error {
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		in := v.info()
+		if v.Position().Reached(target.Only(in.Owned)) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+func (v *view) Get(ctx context.Context, key []byte, _ serve.ReadOptions) (serve.Read, error) {
+	val, pos, err := v.b.rt.Get(ctx, v.name, string(key))
+	if errors.Is(err, views.ErrNotFound) {
+		return serve.Read{Position: servePosition(pos)}, nil
+	}
+	if err != nil {
+		return serve.Read{}, serveError(err)
+	}
+	return serve.Read{Found: true, Value: val, Position: servePosition(pos)}, nil
+}
+
+// Scan asks views for one entry more than the limit, to tell serve whether more exist, and
+// keeps only the partitions serve asked for (views scans every local partition).
+func (v *view) Scan(_ context.Context, req serve.ScanRequest) (serve.ScanResult, error) {
+	if err := v.checkLocal(req.Partitions); err != nil {
+		return serve.ScanResult{}, err
+	}
+	limit := 0
+	if req.Limit > 0 {
+		limit = req.Limit + 1
+	}
+	entries, pos, err := v.b.rt.Scan(v.name, "", string(req.Start), string(req.End), 0)
+	if err != nil {
+		return serve.ScanResult{}, serveError(err)
+	}
+	var res serve.ScanResult
+	for _, e := range entries {
+		if !slices.Contains(req.Partitions, v.Partition([]byte(e.Key))) {
+			continue
+		}
+		if limit > 0 && len(res.Entries) == limit-1 {
+			res.More = true
+			break
+		}
+		res.Entries = append(res.Entries, serve.Entry{Key: []byte(e.Key), Value: e.Value})
+	}
+	res.Position = servePosition(pos).Only(req.Partitions)
+	return res, nil
+}
+
+// checkLocal refuses partitions this instance does not own or still restores, as serve's
+// contract asks.
+func (v *view) checkLocal(parts []int32) error {
+	in := v.info()
+	for _, p := range parts {
+		if !slices.Contains(in.Owned, p) {
+			return &serve.NotOwnerError{Partition: p, Addr: v.b.owners.owner(v.name, p)}
+		}
+		if slices.Contains(in.Restoring, p) {
+			return fmt.Errorf("%w: view %s partition %d", serve.ErrRestoring, v.name, p)
+		}
+	}
+	return nil
+}
+
+func (v *view) Windows(ctx context.Context, key []byte, from, to time.Time, _ serve.ReadOptions) ([]serve.Window, serve.Position, error) {
+	wins, pos, err := v.b.rt.Windows(ctx, v.name, string(key), from, to)
+	if err != nil {
+		return nil, serve.Position{}, serveError(err)
+	}
+	out := make([]serve.Window, 0, len(wins))
+	for _, w := range wins {
+		out = append(out, serve.Window{Start: w.Start, End: w.End, Value: w.Value})
+	}
+	return out, servePosition(pos), nil
+}
+
+// Subscribe forwards the views change feed to serve.
+//
+// views gives live changes of one batch the offset the whole batch reached, and marks the
+// batch's last change. Only that last change may advance the position serve resumes from:
+// earlier changes of the batch carry the position before the batch, so a client reconnecting
+// in the middle of a batch gets the batch again (a repeat) rather than skipping its rest.
+func (v *view) Subscribe(req serve.SubscribeRequest, fn func(serve.Change) bool) (serve.Position, func(), error) {
+	if err := v.checkLocal(req.Partitions); err != nil {
+		return serve.Position{}, nil, err
+	}
+	current := v.info().Positions
+	after := views.Position{}
+	start := serve.Position{Offsets: map[int32]int64{}}
+	for _, p := range req.Partitions {
+		if next, ok := req.After.Offsets[p]; ok {
+			after[p] = next - 1
+			start.Offsets[p] = next
+		} else if off, ok := current[p]; ok {
+			after[p] = off
+			start.Offsets[p] = off + 1
+		} else {
+			after[p] = -1
+			start.Offsets[p] = 0
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	sub, err := v.b.rt.Subscribe(ctx, v.name, after, 0)
+	if err != nil {
+		cancel()
+		return serve.Position{}, nil, serveError(err)
+	}
+	go v.forward(sub, req, after, fn, cancel)
+	return start, func() { cancel(); sub.Close() }, nil
+}
+
+func (v *view) forward(sub *views.Subscription, req serve.SubscribeRequest, resume views.Position, fn func(serve.Change) bool, cancel func()) {
+	defer cancel()
+	defer sub.Close()
+	for c := range sub.C {
+		if !slices.Contains(req.Partitions, c.Partition) {
+			continue
+		}
+		at := resume[c.Partition]
+		if c.Last {
+			at = c.Offset
+			resume[c.Partition] = c.Offset
+		}
+		if req.HasKey && c.Key != string(req.Key) {
+			continue
+		}
+		if !fn(serve.Change{Partition: c.Partition, Offset: at, Key: []byte(c.Key), Value: c.Value}) {
+			return
+		}
+	}
+}
+
+// serveError translates the runtime's errors into serve's.
+func serveError(err error) error {
+	var notOwner *views.NotOwnerError
+	switch {
+	case errors.As(err, &notOwner):
+		return &serve.NotOwnerError{Partition: notOwner.Partition, Addr: notOwner.Addr}
+	case errors.Is(err, views.ErrRestoring):
+		return fmt.Errorf("%w: %v", serve.ErrRestoring, err)
+	case errors.Is(err, views.ErrUnknownView):
+		return fmt.Errorf("%w: %v", serve.ErrUnknownView, err)
+	case errors.Is(err, views.ErrNotServed):
+		return fmt.Errorf("%w: %v", serve.ErrNotWindowed, err)
+	}
+	return err
+}
+
+// ownerCache remembers which instance owns each partition for a short while: finding out
+// asks Kafka to describe the view's consumer group.
+type ownerCache struct {
+	rt     *views.Runtime
+	ttl    time.Duration
+	mu     sync.Mutex
+	byView map[views.Name]ownerEntry
+}
+
+type ownerEntry struct {
+	at     time.Time
+	owners map[int32]string
+}
+
+func (c *ownerCache) owner(name views.Name, p int32) string {
+	c.mu.Lock()
+	e, ok := c.byView[name]
+	c.mu.Unlock()
+	if !ok || time.Since(e.at) > c.ttl {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		owners, err := c.rt.Owners(ctx, name)
+		cancel()
+		if err != nil {
+			return e.owners[p]
+		}
+		e = ownerEntry{at: time.Now(), owners: owners}
+		c.mu.Lock()
+		c.byView[name] = e
+		c.mu.Unlock()
+	}
+	return e.owners[p]
+}
