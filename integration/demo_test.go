@@ -81,6 +81,7 @@ func TestDemo(t *testing.T) {
 	}
 
 	watchOneChange(t, base+"/v1/views/price-range/keys/ACME?watch=sse")
+	checkWebPage(t, base)
 
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)

@@ -10,6 +10,8 @@ compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || command -v initdb >/
 command -v java >/dev/null || missing+=(openjdk-17-jre-headless)
 command -v mvn >/dev/null || missing+=(maven)
 command -v runuser >/dev/null || missing+=(util-linux)
+# The web page's test drives headless Chromium.
+command -v chromium >/dev/null || missing+=(chromium)
 
 if ((${#missing[@]})); then
 	echo "deps: installing ${missing[*]} from Debian's packages" >&2
