@@ -86,7 +86,7 @@ func runInstance(ctx context.Context, p Program, cfg Config, log *slog.Logger, r
 			ln.Close()
 			return err
 		}
-		g.Go(func() error { return src.Run(gctx) })
+		g.Go(func() error { return runCDCLeader(gctx, cfg, src, log) })
 	}
 	g.Go(func() error {
 		// The views refuse to start on missing source topics; the CDC source creates the

@@ -26,6 +26,9 @@ var (
 	// ErrPublicationTables: an existing publication does not publish a configured table.
 	ErrPublicationTables = errors.New("cdc: publication does not publish every configured table")
 	// ErrSlotInvalidated: the server removed WAL the slot still needed (max_slot_wal_keep_size).
+	// ErrSlotBusy: another connection (another instance running this source) holds the slot.
+	// Only one source can stream a slot; the others stand by and retry.
+	ErrSlotBusy        = errors.New("cdc: replication slot is in use by another connection; another instance runs this source")
 	ErrSlotInvalidated = errors.New("cdc: replication slot is invalidated; set ResnapshotOnInvalidSlot to start over with a fresh snapshot")
 	// ErrSlotMissing: the source has a position but its slot is gone.
 	ErrSlotMissing = errors.New("cdc: replication slot is missing although the source has a position; set ResnapshotOnInvalidSlot to start over with a fresh snapshot")
@@ -50,6 +53,8 @@ const (
 	codeUndefinedObject   = "42704"
 	codeObjectNotInPrereq = "55000"
 	codeInsufficientPriv  = "42501"
+	codeDuplicateObject   = "42710"
+	codeObjectInUse       = "55006"
 )
 
 func pgCode(err error) string {
@@ -81,6 +86,8 @@ func classifyStream(err error, publication, slot string) error {
 		return fmt.Errorf("%w: %q (slot %s): recreate it, or drop the slot and the source's topics to start over: %w", ErrPublicationMissing, publication, slot, err)
 	case codeObjectNotInPrereq:
 		return fmt.Errorf("%w: %s: %w", ErrSlotInvalidated, slot, err)
+	case codeObjectInUse:
+		return fmt.Errorf("%w: %s: %w", ErrSlotBusy, slot, err)
 	}
 	return fmt.Errorf("cdc: replication stream: %w", err)
 }

@@ -18,6 +18,10 @@ import (
 func (r *runner) snapshot(ctx context.Context) error {
 	res, err := pglogrepl.CreateReplicationSlot(ctx, r.repl, r.cfg.Slot, "pgoutput",
 		pglogrepl.CreateReplicationSlotOptions{SnapshotAction: "EXPORT_SNAPSHOT"})
+	if pgCode(err) == codeDuplicateObject {
+		// Another instance created the slot a moment ago and takes the snapshot.
+		return fmt.Errorf("%w: %s was created by another connection: %w", ErrSlotBusy, r.cfg.Slot, err)
+	}
 	if err != nil {
 		return fmt.Errorf("cdc: create replication slot %s: %w", r.cfg.Slot, err)
 	}

@@ -39,6 +39,9 @@ func New(cfg Config) (*Source, error) {
 	return &Source{cfg: cfg, m: m}, nil
 }
 
+// Slot is the replication slot the source streams (Config.Slot or its default).
+func (s *Source) Slot() string { return s.cfg.Slot }
+
 // Run connects, takes the initial snapshot if the source has no position yet, and streams
 // changes until ctx is cancelled (then it returns nil) or an error stops it. After an error it
 // may be called again: it resumes from the last position durable in Kafka.
@@ -244,7 +247,7 @@ func (r *runner) waitSlotInactive(ctx context.Context) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("cdc: slot %s is still in use by another connection after %s; is another source running with this slot?", r.cfg.Slot, limit)
+			return fmt.Errorf("%w: slot %s still active after %s", ErrSlotBusy, r.cfg.Slot, limit)
 		}
 		select {
 		case <-ctx.Done():

@@ -63,7 +63,7 @@ func checkChangelog(ctx context.Context, adm *kadm.Client, topic string, partiti
 // (by another instance starting at the same time) can be missing from metadata for a short
 // while, so absence is retried a few times before it is an error.
 func partitionCount(ctx context.Context, adm *kadm.Client, topic string) (int32, error) {
-	const attempts = 20
+	const attempts = 150 // 15 s: brokers under load take seconds to show a new topic
 	for i := 0; ; i++ {
 		details, err := adm.ListTopics(ctx, topic)
 		if err == nil {

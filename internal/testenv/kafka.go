@@ -63,7 +63,7 @@ func StartKafka(ctx context.Context, base string) (*KafkaProcess, error) {
 	classpath := filepath.Join(libs, "*")
 	format := exec.CommandContext(ctx, java, "-Xmx256m", "-cp", classpath,
 		"-Dlog4j2.configurationFile="+filepath.Join(dir, "log4j2.properties"),
-		"kafka.tools.StorageTool", "format", "-t", newClusterID(), "-c", filepath.Join(dir, "server.properties"))
+		"kafka.tools.StorageTool", "format", "--cluster-id="+newClusterID(), "-c", filepath.Join(dir, "server.properties"))
 	if out, err := format.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("testenv: kafka storage format: %w\n%s", err, out)
 	}
@@ -208,7 +208,7 @@ func javaBinary() (string, error) {
 }
 
 // newClusterID makes a KRaft cluster id: 16 random bytes in URL-safe base64 without padding,
-// the form of Kafka's Uuid.
+// the form of Kafka's Uuid. It can start with "-", so it is passed as --cluster-id=ID.
 func newClusterID() string {
 	var b [16]byte
 	rand.Read(b[:])
