@@ -64,15 +64,35 @@ func (b *backend) Ready() error {
 
 func viewInfo(in views.Info) serve.ViewInfo {
 	state := serve.StateRunning
-	if !in.Running || len(in.Restoring) > 0 {
+	switch {
+	case !in.Running || len(in.Restoring) > 0:
 		state = serve.StateRestoring
+	case in.Rebuild != nil && in.Rebuild.State == views.StateRebuilding:
+		state = serve.StateRebuilding
 	}
 	var lag int64
 	for _, l := range in.Lag {
 		lag += l
 	}
 	return serve.ViewInfo{Name: string(in.Name), Version: in.Version, State: state, Windowed: in.Windowed,
-		Partitions: in.Partitions, Owned: in.Owned, Lag: lag, Position: servePosition(in.Positions)}
+		Partitions: in.Partitions, Owned: in.Owned, Lag: lag, Position: servePosition(in.Positions),
+		Rebuild: rebuildProgress(in), Problem: in.Problem}
+}
+
+func rebuildProgress(in views.Info) *serve.RebuildProgress {
+	r := in.Rebuild
+	if r == nil {
+		return nil
+	}
+	p := &serve.RebuildProgress{Version: r.Version, State: string(r.State), Reason: r.Reason, Records: r.Records,
+		Lag: r.TotalLag, Rate: r.Rate, ETASeconds: r.ETA.Seconds()}
+	if r.ETA < 0 {
+		p.ETASeconds = -1
+	}
+	if in.Shadow != nil {
+		p.ShadowKeys, p.ShadowDiffer = in.Shadow.Keys, in.Shadow.Differ
+	}
+	return p
 }
 
 // servePosition turns views' last applied offsets into serve's next offsets.
@@ -100,6 +120,9 @@ func (v *view) info() views.Info {
 }
 
 func (v *view) Info() serve.ViewInfo { return viewInfo(v.info()) }
+
+// Rebuild starts a new version of the view that reprocesses its inputs beside the serving one.
+func (v *view) Rebuild(ctx context.Context) (int, error) { return v.b.rt.Rebuild(ctx, v.name) }
 
 func (v *view) Partition(key []byte) int32 {
 	p, _ := v.b.rt.PartitionOf(v.name, string(key))

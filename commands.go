@@ -83,7 +83,18 @@ type viewStatus struct {
 	Owned      []int32         `json:"owned"`
 	Lag        int64           `json:"lag"`
 	Position   json.RawMessage `json:"position"`
-	Rebuild    json.RawMessage `json:"rebuild,omitempty"`
+	Problem    string          `json:"problem"`
+	Rebuild    *struct {
+		Version      int     `json:"version"`
+		State        string  `json:"state"`
+		Reason       string  `json:"reason"`
+		Records      int64   `json:"records"`
+		Lag          int64   `json:"lag"`
+		Rate         float64 `json:"rate"`
+		ETASeconds   float64 `json:"eta_seconds"`
+		ShadowKeys   int     `json:"shadow_keys"`
+		ShadowDiffer int     `json:"shadow_differ"`
+	} `json:"rebuild"`
 }
 
 func runStatus(ctx context.Context, _ Program, inv invocation) error {
@@ -111,10 +122,25 @@ func partitionList(owned []int32, total int32) string {
 }
 
 func progress(v viewStatus) string {
-	if len(v.Rebuild) > 0 && string(v.Rebuild) != "null" {
-		return "rebuild " + string(v.Rebuild)
-	}
-	if v.State == "restoring" {
+	switch r := v.Rebuild; {
+	case v.Problem != "":
+		return v.Problem
+	case r != nil && r.State == "rebuilding":
+		eta := "unknown"
+		if r.ETASeconds >= 0 {
+			eta = (time.Duration(r.ETASeconds) * time.Second).String()
+		}
+		return fmt.Sprintf("rebuilding v%d: %d records, %d to go, %.0f/s, %s left", r.Version, r.Records, r.Lag, r.Rate, eta)
+	case r != nil:
+		s := fmt.Sprintf("rebuild v%d %s", r.Version, r.State)
+		if r.Reason != "" {
+			s += ": " + r.Reason
+		}
+		if r.ShadowKeys > 0 {
+			s += fmt.Sprintf(" (shadow check: %d of %d keys differ)", r.ShadowDiffer, r.ShadowKeys)
+		}
+		return s
+	case v.State == "restoring":
 		return "restoring"
 	}
 	return "-"

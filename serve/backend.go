@@ -90,6 +90,29 @@ type ViewInfo struct {
 	// Lag is the number of input records not yet applied on the owned partitions.
 	Lag      int64    `json:"lag"`
 	Position Position `json:"position"`
+	// Rebuild describes a new version being built beside this one; nil when none is.
+	Rebuild *RebuildProgress `json:"rebuild,omitempty"`
+	// Problem says why the view does not run here (e.g. an outdated definition); "" if none.
+	Problem string `json:"problem,omitempty"`
+}
+
+// RebuildProgress is the progress of a view's rebuild as GET /v1/views reports it.
+type RebuildProgress struct {
+	Version int    `json:"version"`
+	State   string `json:"state"`
+	Reason  string `json:"reason,omitempty"`
+	// Records is how many input records this instance processed for the new version.
+	Records int64 `json:"records"`
+	// Lag is the records the new version still has to process, over all instances.
+	Lag int64 `json:"lag"`
+	// Rate is how fast Lag shrinks (records/s); ETASeconds the time left at that rate, -1 when
+	// unknown.
+	Rate       float64 `json:"rate"`
+	ETASeconds float64 `json:"eta_seconds"`
+	// ShadowDiffer and ShadowKeys give the shadow check: how many of the compared keys differ
+	// between the versions (set once the check ran).
+	ShadowKeys   int `json:"shadow_keys,omitempty"`
+	ShadowDiffer int `json:"shadow_differ,omitempty"`
 }
 
 // Owner says where a partition lives.

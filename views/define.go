@@ -31,12 +31,14 @@ type View struct {
 	copart  [][]topicRef
 	desc    []string
 	finger  string
+	ext     viewExt // side inputs and processor steps (side.go)
 }
 
 // Name returns the view's name.
 func (v *View) Name() Name { return v.name }
 
-// Version returns the view's version (1 unless [Version] was given).
+// Version returns the view's declared version (1 unless [Version] was given); the version the
+// runtime runs is in [Info].Version.
 func (v *View) Version() int { return v.version }
 
 // Fingerprint returns a hex SHA-256 over the view's graph: operator kinds, step names, topics,
@@ -60,8 +62,10 @@ type optionFunc func(*View)
 
 func (f optionFunc) apply(v *View) { f(v) }
 
-// Version sets the view's version (default 1). A new version has its own consumer group, stores
-// and topics and reprocesses its inputs from the beginning.
+// Version sets the view's declared version (default 1): it is hashed into the fingerprint, so
+// bumping it makes the runtime rebuild the view (as after any change of the graph), and it is
+// the lowest data version the rebuilt view gets. See "Versions and rebuilds" in the package
+// documentation.
 func Version(n int) Option { return optionFunc(func(v *View) { v.version = n }) }
 
 // Builder collects a view's operators while its build function runs. Problems found while

@@ -35,10 +35,49 @@
 // # Fingerprint
 //
 // A view's [View.Fingerprint] hashes its graph: operator kinds and step names, source topics,
-// codec names, window specs and version. The runtime keeps the fingerprint in a per-view meta
-// store (key "fingerprint", changelogged like every store, so it survives a lost disk) and
-// refuses to run a definition over state written by a different fingerprint: change the version
-// to rebuild instead.
+// codec names, window specs and the declared [Version]. Function bodies cannot be hashed: a
+// changed predicate with the same steps keeps the fingerprint, so bump [Version] to have it
+// rebuilt. The runtime also keeps the fingerprint in a per-view meta store (key "fingerprint",
+// changelogged like every store) and refuses to process a version's state written by another
+// definition.
+//
+// # Versions and rebuilds
+//
+// Each view runs at data versions that the runtime numbers: stores, changelogs, repartition
+// topics and the consumer group carry ".v<N>.". The versions topic (<app>.versions, compacted,
+// one partition, key = view name) records per view the serving version with its fingerprint,
+// the version being rebuilt with its state (rebuilding, failed, rolled back) and the replaced
+// versions awaiting deletion. Every instance reads it at start and follows it.
+//
+// At start, a definition whose fingerprint is the serving version's resumes it. A new
+// fingerprint starts version N+1 (at least the declared [Version]); [Runtime.Rebuild] starts
+// one on demand with the same definition. The new version runs beside the old one with its own
+// group, reading every input from the earliest offset (CDC tables from their compacted
+// topics), limited to [RebuildConfig].RecordsPerSecond per instance. While it catches up:
+//
+//   - after a code change the binary has only the new definition, so the old version is
+//     frozen: it keeps its group membership, restores its served store from its changelog on
+//     the partitions it is assigned and answers queries from it, but processes no new input
+//     (its answers age until the switch; output topics of the old version stop);
+//   - after an on-demand rebuild the definition is the same and the old version keeps
+//     processing.
+//
+// Progress (records processed here, lag per source partition over all instances from the new
+// group's committed offsets, rate and time left) is logged, exported as metrics and shown in
+// [Info].Rebuild. When the new version is at most [RebuildConfig].SwitchLag records behind on
+// every partition, the instance holding its first task runs the shadow check (the latest
+// values of both versions' served changelogs, on a sample or all keys, [ShadowReport]) and
+// writes the switch to the versions topic. Every instance follows the switch: queries read the
+// serving version, and a read spanning instances pins one version ([Runtime.Pin]) so it never
+// mixes partitions of two versions. After [RebuildConfig].DeleteAfter the old version's
+// engines stop, its local stores are dropped and its topics and group deleted;
+// [Runtime.Rollback] before that makes it serve again. A rebuild whose engine fails (an error,
+// or a panic of view code) is recorded as failed with the reason, and the old version keeps
+// serving; it is not retried until [Runtime.Rebuild] is called. A binary whose definition was
+// replaced runs no version of the view ([Info].Problem).
+//
+// Rebuilding re-emits the view's output-topic records and dead letters from the beginning:
+// consumers of those topics see the history again.
 //
 // # Delivery
 //
@@ -58,4 +97,11 @@
 //     only after that, so no acknowledged input is lost and local state is never ahead of its
 //     changelog.
 //   - Undecodable and late records go to the dead-letter topic with a reason and are counted.
+//   - Every instance follows one versions topic partition in order, so all see the same
+//     sequence of switches; a [Pinned] read reads one version only, so a fanned-out read never
+//     mixes versions. Serving moves only to a version whose group lag is under the threshold
+//     on every partition, and a failed rebuild never changes the serving version.
+//   - A replaced version is deleted only after [RebuildConfig].DeleteAfter, and its topics
+//     only once its group is empty (or a minute later), so pinned reads and [Runtime.Rollback]
+//     have it until then.
 package views

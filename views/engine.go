@@ -68,6 +68,15 @@ type engine struct {
 		lag       map[string]int64 // "topic/partition" → records behind
 	}
 	running atomic.Bool
+	side    *sideReader // side inputs: co-tables and followed topics (sidereader.go)
+
+	// Set by the view's supervisor (rebuild.go) before run.
+	frozen   bool      // answer queries from the restored stores, process nothing
+	throttle *throttle // limits a rebuilding version; nil: no limit
+	// serving is true while queries read this engine's version.
+	serving   atomic.Bool
+	processed atomic.Int64 // input records processed
+	setUp     atomic.Bool  // setup done: partition counts known
 }
 
 func newEngine(r *Runtime, v *View) *engine {
@@ -90,11 +99,17 @@ func (e *engine) produce(r *kgo.Record)         { e.out = append(e.out, r) }
 func (e *engine) partitions(topic string) int32 { return e.parts[topic] }
 
 func (e *engine) run(ctx context.Context) error {
-	if err := e.setup(ctx); err != nil {
+	setup, session := e.setup, e.session
+	if e.frozen {
+		setup, session = e.setupFrozen, e.frozenSession
+	}
+	if err := setup(ctx); err != nil {
 		return err
 	}
+	e.setUp.Store(true)
+	defer e.closeSides()
 	for {
-		err := e.session(ctx)
+		err := session(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -145,7 +160,7 @@ func (e *engine) newConsumer() (consumer, error) {
 	opts := append(append([]kgo.Opt{}, e.base...),
 		kgo.ConsumerGroup(e.group),
 		kgo.ConsumeTopics(topics...),
-		kgo.Balancers(kgo.CooperativeStickyBalancer()),
+		kgo.Balancers(e.balancer()),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
@@ -155,7 +170,7 @@ func (e *engine) newConsumer() (consumer, error) {
 		kgo.OnPartitionsRevoked(e.revoked),
 		kgo.OnPartitionsLost(e.revoked),
 	)
-	if !cfg.ExactlyOnce {
+	if !cfg.ExactlyOnce || e.frozen {
 		cl, err := kgo.NewClient(opts...)
 		return consumer{cl: cl}, err
 	}
@@ -203,6 +218,9 @@ func (e *engine) session(ctx context.Context) error {
 		}
 		e.rt.metrics.batches.WithLabelValues(string(e.v.name)).Observe(time.Since(began).Seconds())
 		c.allowRebalance()
+		if !e.serving.Load() {
+			e.throttle.wait(ctx, e.processed.Load())
+		}
 	}
 }
 
@@ -234,18 +252,22 @@ func (e *engine) batch(ctx context.Context, c consumer, fs kgo.Fetches) error {
 	touched, n, err := e.process(ctx, fs)
 	if err != nil {
 		e.txn.Discard()
+		e.sidesDiscarded()
 		return err
 	}
 	e.rt.metrics.records.WithLabelValues(string(e.v.name)).Add(float64(n))
+	e.processed.Add(int64(n))
 	committed, err := e.commit(ctx, c)
 	if err != nil || !committed {
 		e.txn.Discard()
+		e.sidesDiscarded()
 		for _, t := range touched {
 			t.changes = t.changes[:0]
 		}
 		return err
 	}
 	e.publish(touched)
+	e.sidesCommitted()
 	return nil
 }
 
@@ -258,6 +280,9 @@ func (e *engine) process(ctx context.Context, fs kgo.Fetches) ([]*runTask, int, 
 		n       int
 		err     error
 	)
+	if err := e.syncSides(ctx, fs); err != nil {
+		return nil, 0, err
+	}
 	fs.EachPartition(func(p kgo.FetchTopicPartition) {
 		if err != nil || len(p.Records) == 0 {
 			return
@@ -302,7 +327,9 @@ func (e *engine) noteLag(p kgo.FetchTopicPartition) {
 	e.mu.Lock()
 	e.mu.lag[p.Topic+"/"+strconv.Itoa(int(p.Partition))] = lag
 	e.mu.Unlock()
-	e.rt.metrics.lag.WithLabelValues(string(e.v.name), p.Topic, strconv.Itoa(int(p.Partition))).Set(float64(lag))
+	if e.serving.Load() { // a rebuilding version's lag is measured over all instances (progress.go)
+		e.rt.metrics.lag.WithLabelValues(string(e.v.name), p.Topic, strconv.Itoa(int(p.Partition))).Set(float64(lag))
+	}
 }
 
 // commit makes the batch durable: outputs and changelog records acknowledged (and, exactly
@@ -394,6 +421,7 @@ func (e *engine) revoked(_ context.Context, _ *kgo.Client, m map[string][]int32)
 			id := taskID{sub.id, p}
 			delete(e.pending, id)
 			delete(e.mu.tasks, id)
+			e.forgetSide(id)
 		}
 	}
 }
@@ -403,6 +431,7 @@ func (e *engine) dropAll() {
 	defer e.mu.Unlock()
 	clear(e.mu.tasks)
 	clear(e.pending)
+	e.forgetSides()
 }
 
 func (e *engine) openPending(ctx context.Context) error {
@@ -412,6 +441,13 @@ func (e *engine) openPending(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// holds reports whether this instance runs the task of id.
+func (e *engine) holds(id taskID) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.mu.tasks[id] != nil
 }
 
 // task returns the task of id, restoring it first if it is new.

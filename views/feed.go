@@ -67,6 +67,19 @@ func (f *feed) remove(s *Subscription) {
 	delete(f.subs, s)
 }
 
+// closeAll ends every subscription with err.
+func (f *feed) closeAll(err error) {
+	f.mu.Lock()
+	subs := make([]*Subscription, 0, len(f.subs))
+	for s := range f.subs {
+		subs = append(subs, s)
+	}
+	f.mu.Unlock()
+	for _, s := range subs {
+		s.end(err)
+	}
+}
+
 // publish hands changes to every subscription without blocking; a full buffer ends that
 // subscription with ErrSlowWatcher.
 func (f *feed) publish(changes []Change) {

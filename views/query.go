@@ -36,13 +36,25 @@ type Info struct {
 	// Lag is, per input "topic/partition", the records between the last processed offset
 	// and the partition's end at the last fetch.
 	Lag map[string]int64
+	// Frozen is true while the serving version answers queries from its stores without
+	// processing input: this binary's definition changed and is being rebuilt as a new
+	// version, and the old definition's code is not in it.
+	Frozen bool
+	// Rebuild describes the version being rebuilt, or the last rebuild that failed or was
+	// rolled back (with why); nil when there is none.
+	Rebuild *RebuildInfo
+	// Shadow is the comparison made before the serving version took over; nil for a first
+	// version.
+	Shadow *ShadowReport
+	// Problem says why this instance runs no version of the view (an outdated definition).
+	Problem string
 }
 
 // Views describes every view of the runtime, in configuration order.
 func (r *Runtime) Views() []Info {
 	out := make([]Info, 0, len(r.order))
-	for _, e := range r.order {
-		out = append(out, e.info())
+	for _, vr := range r.order {
+		out = append(out, vr.info())
 	}
 	return out
 }
@@ -50,7 +62,7 @@ func (r *Runtime) Views() []Info {
 func (e *engine) info() Info {
 	in := Info{Name: e.v.name, Version: e.v.version, Fingerprint: e.v.finger, Windowed: e.v.Windowed(),
 		Queryable: e.v.Queryable(), Running: e.running.Load(), Positions: e.positions(), Lag: map[string]int64{}}
-	if e.v.served != nil && e.subParts != nil {
+	if e.v.served != nil && e.setUp.Load() {
 		in.Partitions = e.subParts[e.v.served.sub.id]
 	}
 	e.mu.Lock()
@@ -106,16 +118,19 @@ func (r *Runtime) PartitionOf(view Name, key string) (int32, error) {
 	return partition.For([]byte(key), n), nil
 }
 
-func (r *Runtime) queryable(view Name) (*engine, error) {
-	e, err := r.engine(view)
+func (r *Runtime) queryable(view Name) (*engine, error) { return r.queryableAt(view, 0) }
+
+// queryableAt returns the engine of a version of view (0: the serving one) if it can answer.
+func (r *Runtime) queryableAt(view Name, version int) (*engine, error) {
+	e, err := r.engineAt(view, version)
 	if err != nil {
 		return nil, err
 	}
 	if e.v.served == nil {
 		return nil, fmt.Errorf("%w: view %q has no queryable store (only output topics)", ErrNotServed, view)
 	}
-	if e.subParts == nil {
-		return nil, fmt.Errorf("%w: view %q has not started", ErrRestoring, view)
+	if !e.setUp.Load() {
+		return nil, fmt.Errorf("%w: view %q version %d has not started", ErrRestoring, view, e.v.version)
 	}
 	return e, nil
 }
@@ -144,6 +159,11 @@ func (r *Runtime) Get(ctx context.Context, view Name, key string) ([]byte, Posit
 	if err != nil {
 		return nil, nil, err
 	}
+	return e.get(ctx, key)
+}
+
+func (e *engine) get(ctx context.Context, key string) ([]byte, Position, error) {
+	view := e.v.name
 	kv, ok := e.v.servedKV()
 	if !ok {
 		return nil, nil, fmt.Errorf("%w: view %q is windowed; use Windows", ErrNotServed, view)
@@ -190,8 +210,12 @@ func (r *Runtime) Scan(view Name, prefix, start, end string, limit int) ([]Entry
 	if err != nil {
 		return nil, nil, err
 	}
+	return e.scan(prefix, start, end, limit)
+}
+
+func (e *engine) scan(prefix, start, end string, limit int) ([]Entry, Position, error) {
 	if _, ok := e.v.servedKV(); !ok {
-		return nil, nil, fmt.Errorf("%w: view %q is windowed; use Windows", ErrNotServed, view)
+		return nil, nil, fmt.Errorf("%w: view %q is windowed; use Windows", ErrNotServed, e.v.name)
 	}
 	snap := e.rt.cfg.State.NewSnapshot()
 	defer snap.Close()
@@ -249,8 +273,12 @@ func (r *Runtime) Windows(ctx context.Context, view Name, key string, from, to t
 	if err != nil {
 		return nil, nil, err
 	}
+	return e.windowsOf(ctx, key, from, to)
+}
+
+func (e *engine) windowsOf(ctx context.Context, key string, from, to time.Time) ([]WindowValue, Position, error) {
 	if !e.v.Windowed() {
-		return nil, nil, fmt.Errorf("%w: view %q is not windowed; use Get", ErrNotServed, view)
+		return nil, nil, fmt.Errorf("%w: view %q is not windowed; use Get", ErrNotServed, e.v.name)
 	}
 	p := partition.For([]byte(key), e.subParts[e.v.served.sub.id])
 	t, err := e.owned(ctx, p)

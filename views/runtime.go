@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -85,6 +86,8 @@ type Config struct {
 	Registerer prometheus.Registerer
 	// Now is the wall clock (processing time, idle timeouts). Default time.Now.
 	Now func() time.Time
+	// Rebuild configures rebuilding views as new versions; see [RebuildConfig] for defaults.
+	Rebuild RebuildConfig
 }
 
 func (c Config) withDefaults() Config {
@@ -109,6 +112,7 @@ func (c Config) withDefaults() Config {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	c.Rebuild = c.Rebuild.withDefaults()
 	return c
 }
 
@@ -144,16 +148,24 @@ func (c Config) Validate() error {
 	if c.IdleTimeout < 0 || c.MaxPollRecords < 0 || c.Partitions < 0 || c.TransactionTimeout < 0 {
 		add("IdleTimeout, MaxPollRecords, Partitions and TransactionTimeout must not be negative")
 	}
+	for _, p := range c.Rebuild.validate() {
+		add("%s", p)
+	}
 	return errors.Join(errs...)
 }
 
 // Runtime maintains views: it consumes their inputs as a member of each view's consumer group,
-// runs the tasks of the partitions it is assigned and answers queries about them.
+// runs the tasks of the partitions it is assigned and answers queries about them. Each view
+// runs at the versions its record in the versions topic names (rebuild.go): the serving one,
+// and one being rebuilt.
 type Runtime struct {
-	cfg     Config
-	metrics *metrics
-	engines map[Name]*engine
-	order   []*engine
+	cfg      Config
+	metrics  *metrics
+	rmetrics *rebuildMetrics
+	base     []kgo.Opt // seed brokers, manual partitioner, Config.ClientOpts
+	runs     map[Name]*viewRun
+	order    []*viewRun
+	vlog     atomic.Pointer[versionLog] // set while Run runs
 }
 
 // NewRuntime checks cfg and prepares the views; [Runtime.Run] starts them.
@@ -166,11 +178,16 @@ func NewRuntime(cfg Config) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("views: register metrics: %w", err)
 	}
-	r := &Runtime{cfg: cfg, metrics: m, engines: map[Name]*engine{}}
+	rm, err := newRebuildMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("views: register metrics: %w", err)
+	}
+	base := append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner())}, cfg.ClientOpts...)
+	r := &Runtime{cfg: cfg, metrics: m, rmetrics: rm, base: base, runs: map[Name]*viewRun{}}
 	for _, v := range cfg.Views {
-		e := newEngine(r, v)
-		r.engines[v.name] = e
-		r.order = append(r.order, e)
+		vr := newViewRun(r, v)
+		r.runs[v.name] = vr
+		r.order = append(r.order, vr)
 	}
 	return r, nil
 }
@@ -178,18 +195,27 @@ func NewRuntime(cfg Config) (*Runtime, error) {
 // Run maintains every view until ctx is cancelled, then finishes the batch in hand, commits,
 // flushes and leaves the groups; it returns nil after a cancellation and the first error that
 // stopped a view otherwise (stopping the others).
+//
+// It first reads the versions topic (creating it if needed) to decide which versions of each
+// view run here, then follows it so that every instance switches versions together.
 func (r *Runtime) Run(ctx context.Context) error {
+	vlog, err := openVersionLog(ctx, r.base, topic.Versions(r.cfg.App), r.cfg.ReplicationFactor, r.cfg.Logger)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	defer vlog.close()
+	r.vlog.Store(vlog)
+	defer r.vlog.Store(nil)
 	g, ctx := errgroup.WithContext(ctx)
-	for _, e := range r.order {
-		g.Go(func() error { return e.run(ctx) })
+	g.Go(func() error { return vlog.run(ctx) })
+	for _, vr := range r.order {
+		g.Go(func() error { return vr.run(ctx) })
 	}
 	return g.Wait()
 }
 
-func (r *Runtime) engine(view Name) (*engine, error) {
-	e := r.engines[view]
-	if e == nil {
-		return nil, fmt.Errorf("%w: %q", ErrUnknownView, view)
-	}
-	return e, nil
-}
+// engine returns the engine of view's serving version.
+func (r *Runtime) engine(view Name) (*engine, error) { return r.engineAt(view, 0) }

@@ -49,11 +49,17 @@ func (e *engine) setup(ctx context.Context) error {
 			return fmt.Errorf("views: view %q: %w", e.v.name, err)
 		}
 	}
-	return e.createTopics(ctx, adm)
+	if err := e.createTopics(ctx, adm); err != nil {
+		return err
+	}
+	return e.setupSides(ctx, adm)
 }
 
 // readSources learns the partition counts of the view's source topics, which must exist.
 func (e *engine) readSources(ctx context.Context, adm *kadm.Client) error {
+	if err := e.readSideTopics(ctx, adm); err != nil {
+		return err
+	}
 	var names []string
 	for _, s := range e.v.subs {
 		for _, src := range s.sources {
@@ -91,7 +97,7 @@ func (e *engine) readSources(ctx context.Context, adm *kadm.Client) error {
 		for _, src := range s.sources {
 			name := e.env.resolve(src.topic)
 			if src.topic.repartition != "" {
-				e.parts[name] = n
+				e.parts[name] = e.repartitionCount(src.topic, n)
 			}
 			e.subParts[s.id] = max(e.subParts[s.id], e.parts[name])
 		}
@@ -235,6 +241,9 @@ func (e *engine) storeID(store string, p int32) state.ID {
 // open makes the task of id: it restores the task's stores from their changelogs and checks
 // the fingerprint the stores were written with.
 func (e *engine) open(ctx context.Context, id taskID) (*runTask, error) {
+	if e.frozen {
+		return e.openFrozen(ctx, id)
+	}
 	db := e.rt.cfg.State
 	sub := e.v.subs[id.sub]
 	t := &runTask{task: newTask(e.env, sub, id.part, e)}
@@ -281,8 +290,11 @@ func (e *engine) open(ctx context.Context, id taskID) (*runTask, error) {
 		t.writeFP = true
 	case string(fp) != e.v.finger:
 		return nil, fmt.Errorf("%w: view %q v%d partition %d was written by definition %.12s, this one is %.12s; "+
-			"give the changed definition a new version (views.Version) to rebuild it",
+			"the versions topic does not match the stores (was it deleted?); call Runtime.Rebuild to rebuild the view",
 			ErrFingerprint, e.v.name, e.v.version, id.part, fp, e.v.finger)
+	}
+	if err := e.openSides(ctx, t); err != nil {
+		return nil, err
 	}
 	return t, nil
 }

@@ -79,6 +79,7 @@ type env struct {
 	idle    time.Duration
 	metrics *metrics
 	topics  map[topicRef]string
+	side    sideEnv // per-runtime state of processor steps (Local)
 }
 
 func newEnv(app string, v *View, now func() time.Time, idle time.Duration, m *metrics) *env {
@@ -114,6 +115,10 @@ func (t *task) process(src *sourceNode, r *kgo.Record) error {
 // flush writes operators' per-batch caches to the stores; the runtime calls it at the end of a
 // batch before the stores' writes are produced.
 func (t *task) flush() error {
+	// Processor steps finish their batch first: what they emit feeds the caches below.
+	if err := t.drain(); err != nil {
+		return err
+	}
 	for _, f := range t.flushers {
 		if err := f(); err != nil {
 			return err

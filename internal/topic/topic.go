@@ -5,6 +5,7 @@
 //	<app>.<view>.v<N>.repartition.<step>
 //	<app>.cdc.<schema>.<table>
 //	<app>.dlq
+//	<app>.versions
 package topic
 
 import (
@@ -30,6 +31,13 @@ func CDCTable(app, schema, table string) string {
 // DLQ is the dead-letter topic of an application.
 func DLQ(app string) string {
 	return app + ".dlq"
+}
+
+// Versions is the compacted, single-partition topic that records, per view (key = view name),
+// the serving version, its fingerprint and any version being rebuilt; every instance follows
+// it so that all switch to a new version together.
+func Versions(app string) string {
+	return app + ".versions"
 }
 
 // ViewPrefix is the prefix shared by every topic of one version of a view; deleting a version

@@ -11,6 +11,7 @@ func TestNames(t *testing.T) {
 		{CDCPosition("shop", "tarn_shop"), "shop.cdc-position.tarn_shop"},
 		{ViewPrefix("shop", "orders", 2), "shop.orders.v2."},
 		{Group("shop", "orders", 2), "shop.orders.v2"},
+		{Versions("shop"), "shop.versions"},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("got %q, want %q", tc.got, tc.want)
