@@ -2,7 +2,8 @@
 # bench/run.sh — the Nexmark benchmark of issue 10: generates N events once into a real Kafka,
 # then runs each query on tarn (when bench/tarnq exists) and on Kafka Streams in turn, at-least-
 # once and exactly-once, each followed by a restore from its changelogs after its state dir is
-# wiped; a raw franz-go consume of the same input is the ceiling. Writes bench/results/
+# wiped, then checks the two outputs equal (bench/outputs); a raw franz-go consume of the same
+# input is the ceiling. Writes bench/results/
 # nexmark-<time>.{jsonl,json,png} and prints a table. bench/README.md explains every figure.
 #
 #   EVENTS              events to generate (default 1000000; the issue's closing run uses 5000000)
@@ -47,7 +48,8 @@ work=$(mktemp -d -t tarn-bench-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 
 echo "bench: building" >&2
-go build -o "$work/" ./bench/nexmark/cmd/nexmark-gen ./bench/nexmark/cmd/ceiling ./bench/nexmark/cmd/report
+go build -o "$work/" ./bench/nexmark/cmd/nexmark-gen ./bench/nexmark/cmd/ceiling ./bench/nexmark/cmd/report \
+	./bench/outputs/cmd/compare
 mvn -B -q -f bench/kstreams/pom.xml package >"$logs/mvn.log" 2>&1 || { tail -n 40 "$logs/mvn.log" >&2; exit 1; }
 kstreams_jar=bench/kstreams/target/nexmark-kstreams.jar
 tarnq=""
@@ -98,41 +100,80 @@ measured ceiling "$work/ceiling" -brokers "$brokers"
 emit ceiling franz-go "" "" "$(cat "$work/out")" "$work/time"
 echo "bench: ceiling $(cat "$work/out")" >&2
 
-# run_system SYSTEM QUERY GUARANTEE: one run, then a restore for stateful queries, then cleanup.
-run_system() {
-	local system=$1 q=$2 g=$3 cmd
-	local short=${g%%_*}
-	local app="nexmark-$system-$q-$short-$run_id"
-	local args=(--query "$q" --brokers "$brokers" --output "$app-out" --app-id "$app" --guarantee "$g"
-		--state-dir "$work/state/$app" --threads "$THREADS" --commit-interval-ms "$COMMIT_INTERVAL_MS")
-	if [[ $system == kstreams ]]; then
+# command_of SYSTEM: sets cmd to the command line of SYSTEM.
+command_of() {
+	if [[ $1 == kstreams ]]; then
 		# shellcheck disable=SC2086 # KSTREAMS_JAVA_OPTS is a list of options
 		cmd=(java $KSTREAMS_JAVA_OPTS -Dorg.slf4j.simpleLogger.defaultLogLevel=warn -jar "$kstreams_jar")
 	else
 		cmd=("$tarnq")
-		"$tarnq" --mode has --query "$q" 2>/dev/null || return 0
+	fi
+}
+
+# args_of SYSTEM QUERY GUARANTEE: sets app and args, the flags both systems take.
+args_of() {
+	local short=${3%%_*}
+	app="nexmark-$1-$2-$short-$run_id"
+	args=(--query "$2" --brokers "$brokers" --output "$app-out" --app-id "$app" --guarantee "$3"
+		--state-dir "$work/state/$app" --threads "$THREADS" --commit-interval-ms "$COMMIT_INTERVAL_MS")
+}
+
+# run_system SYSTEM QUERY GUARANTEE: one run, then a restore for stateful queries. Returns 1
+# when the system does not implement the query or its run failed, so its output is not
+# compared.
+run_system() {
+	local system=$1 q=$2 g=$3 cmd app args
+	command_of "$system"
+	args_of "$system" "$q" "$g"
+	if [[ $system == tarn ]]; then
+		[[ -n $tarnq ]] && "$tarnq" --mode has --query "$q" 2>/dev/null || return 1
 	fi
 	echo "bench: $system $q $g" >&2
-	measured "$system-$q-$short-run" "${cmd[@]}" --mode run "${args[@]}" || return 0
+	measured "$system-$q-${g%%_*}-run" "${cmd[@]}" --mode run "${args[@]}" || return 1
 	emit run "$system" "$q" "$g" "$(cat "$work/out")" "$work/time"
 	echo "bench:   $(cat "$work/out")" >&2
 	if [[ $STATEFUL == *" $q "* ]]; then
-		measured "$system-$q-$short-restore" "${cmd[@]}" --mode restore "${args[@]}" || return 0
-		emit restore "$system" "$q" "$g" "$(cat "$work/out")" "$work/time"
-		echo "bench:   $(cat "$work/out")" >&2
+		if measured "$system-$q-${g%%_*}-restore" "${cmd[@]}" --mode restore "${args[@]}"; then
+			emit restore "$system" "$q" "$g" "$(cat "$work/out")" "$work/time"
+			echo "bench:   $(cat "$work/out")" >&2
+		fi
 	fi
-	# Outputs and changelogs of finished runs would fill the broker's disk at 5M events.
+}
+
+# cleanup_system SYSTEM QUERY GUARANTEE: deletes the output and internal topics of a run;
+# outputs and changelogs of finished runs would fill the broker's disk at 5M events.
+cleanup_system() {
+	local cmd app args
+	command_of "$1"
+	args_of "$1" "$2" "$3"
+	[[ $1 == tarn && -z $tarnq ]] && return 0
 	"${cmd[@]}" --mode cleanup "${args[@]}" >/dev/null 2>>"$logs/cleanup.log" || true
 	rm -rf "$work/state/$app"
 }
 
+# compare_outputs QUERY GUARANTEE: checks tarn's output equal to Kafka Streams' by
+# bench/README.md's rules and records the verdict.
+compare_outputs() {
+	local app args tarn_out
+	args_of tarn "$1" "$2"
+	tarn_out=$app-out
+	args_of kstreams "$1" "$2"
+	if measured "compare-$1-${2%%_*}" "$work/compare" -brokers "$brokers" -query "$1" -a "$tarn_out" -b "$app-out"; then
+		emit compare "" "$1" "$2" "$(cat "$work/out")"
+		echo "bench:   compare $(cat "$work/out")" >&2
+	fi
+}
+
 for q in $QUERIES; do
 	for g in $GUARANTEES; do
-		# ---- tarn's slot: bench/tarnq/cmd/tarnq takes the same flags and prints the same JSON.
-		if [[ -n $tarnq ]]; then
-			run_system tarn "$q" "$g"
+		tarn_ok=0 kstreams_ok=0
+		run_system tarn "$q" "$g" && tarn_ok=1
+		run_system kstreams "$q" "$g" && kstreams_ok=1
+		if ((tarn_ok && kstreams_ok)); then
+			compare_outputs "$q" "$g"
 		fi
-		run_system kstreams "$q" "$g"
+		cleanup_system tarn "$q" "$g"
+		cleanup_system kstreams "$q" "$g"
 	done
 done
 

@@ -2,28 +2,119 @@ package tarnq
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/tarnhq/tarn/bench/nexmark"
+	"github.com/tarnhq/tarn/internal/topic"
 )
 
 func TestDefine(t *testing.T) {
 	topics := nexmark.Topics{Person: "p", Auction: "a", Bid: "b"}
-	for _, q := range []string{"q0", "q1", "q2"} {
-		v, err := Define(q, topics, "out")
+	for _, tc := range []struct {
+		query         string
+		views         int
+		intermediates []string
+	}{
+		{"q0", 1, nil}, {"q1", 1, nil}, {"q2", 1, nil}, {"q7", 1, nil}, {"q18", 1, nil},
+		{"q5", 2, []string{"out.counts"}}, {"q17", 2, []string{"out.days"}},
+	} {
+		p, err := Define(tc.query, topics, "out")
 		if err != nil {
-			t.Fatalf("%s: %v", q, err)
+			t.Fatalf("%s: %v", tc.query, err)
 		}
-		if v.Queryable() {
-			t.Errorf("%s is served; the benchmark wants only its output topic", q)
+		if len(p.Views) != tc.views || !slices.Equal(p.Intermediates, tc.intermediates) {
+			t.Errorf("%s: %d views, intermediates %v; want %d, %v", tc.query, len(p.Views), p.Intermediates, tc.views, tc.intermediates)
 		}
-		if in, err := Inputs(q, topics); err != nil || len(in) != 1 || in[0] != "b" {
-			t.Errorf("%s reads %v, %v; want the bid topic", q, in, err)
+		for _, v := range p.Views {
+			if v.Queryable() {
+				t.Errorf("%s: view %s is served; the benchmark wants only its output topic", tc.query, v.Name())
+			}
+		}
+		if !slices.Equal(p.Inputs, []string{"b"}) || p.Output != "out" || p.Query != tc.query {
+			t.Errorf("%s reads %v and writes %s; want the bid topic and out", tc.query, p.Inputs, p.Output)
 		}
 	}
-	for _, q := range []string{"q3", "q5", "q99"} {
+	for _, q := range []string{"q3", "q8", "q20", "q99"} {
 		if _, err := Define(q, topics, "out"); !errors.Is(err, ErrNotImplemented) {
 			t.Errorf("Define(%s) = %v, want ErrNotImplemented", q, err)
 		}
+	}
+}
+
+func TestInternal(t *testing.T) {
+	p, err := Define("q5", nexmark.Topics{Bid: "b"}, "out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"out.counts", topic.Repartition("app", "nexmark-q5", 1, "by-window")}
+	if got := p.Internal("app"); !slices.Equal(got, want) {
+		t.Errorf("Internal = %v, want %v", got, want)
+	}
+}
+
+func TestChangelogStore(t *testing.T) {
+	p, err := Define("q7", nexmark.Topics{Bid: "b"}, "out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := p.Views[0]
+	for _, tc := range []struct {
+		name  string
+		store string
+		ok    bool
+	}{
+		{topic.Changelog("app", "nexmark-q7", 1, "top"), "top", true},
+		{topic.Changelog("app", "nexmark-q7", 1, "meta-1"), "meta-1", true},
+		{topic.Changelog("app", "nexmark-q7", 2, "top"), "", false},
+		{topic.Changelog("app", "nexmark-q5", 1, "top"), "", false},
+		{topic.Repartition("app", "nexmark-q7", 1, "by-window"), "", false},
+		{topic.DLQ("app"), "", false},
+		{"out", "", false},
+	} {
+		store, ok := changelogStore("app", v, tc.name)
+		if ok != tc.ok || (ok && store != tc.store) {
+			t.Errorf("changelogStore(%s) = %q, %v; want %q, %v", tc.name, store, ok, tc.store, tc.ok)
+		}
+	}
+}
+
+// The rankings bench/README.md defines, case by case; the Kafka tests use the same functions
+// for their expectations, so they are pinned here.
+func TestRankings(t *testing.T) {
+	for _, tc := range []struct {
+		a, b HotItem
+		want bool
+	}{
+		{HotItem{Auction: 9, Count: 3}, HotItem{Auction: 1, Count: 2}, true},
+		{HotItem{Auction: 1, Count: 2}, HotItem{Auction: 9, Count: 3}, false},
+		{HotItem{Auction: 1, Count: 3}, HotItem{Auction: 9, Count: 3}, true},
+		{HotItem{Auction: 9, Count: 3}, HotItem{Auction: 1, Count: 3}, false},
+		{HotItem{Auction: 1, Count: 3}, HotItem{Auction: 1, Count: 3}, false},
+	} {
+		if got := Hotter(tc.a, tc.b); got != tc.want {
+			t.Errorf("Hotter(%+v, %+v) = %v", tc.a, tc.b, got)
+		}
+	}
+	base := HighestBid{Auction: 5, Bidder: 5, Price: 100, DateTime: 50}
+	for _, tc := range []struct {
+		a    HighestBid
+		want bool
+	}{
+		{HighestBid{Auction: 9, Bidder: 9, Price: 101, DateTime: 99}, true},
+		{HighestBid{Auction: 1, Bidder: 1, Price: 99, DateTime: 1}, false},
+		{HighestBid{Auction: 9, Bidder: 9, Price: 100, DateTime: 49}, true},
+		{HighestBid{Auction: 1, Bidder: 1, Price: 100, DateTime: 51}, false},
+		{HighestBid{Auction: 4, Bidder: 9, Price: 100, DateTime: 50}, true},
+		{HighestBid{Auction: 6, Bidder: 1, Price: 100, DateTime: 50}, false},
+		{HighestBid{Auction: 5, Bidder: 4, Price: 100, DateTime: 50}, true},
+		{base, false},
+	} {
+		if got := Higher(tc.a, base); got != tc.want {
+			t.Errorf("Higher(%+v, %+v) = %v", tc.a, base, got)
+		}
+	}
+	if k := PairKey(nexmark.Bid{Auction: 1003, Bidder: 1001}); k != "1001/1003" {
+		t.Errorf("PairKey = %q, want bidder/auction", k)
 	}
 }

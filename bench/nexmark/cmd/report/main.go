@@ -19,7 +19,7 @@ import (
 // line is one measurement as run.sh writes it: data is the program's own JSON line, and the
 // CPU and RSS figures come from /usr/bin/time -v around it.
 type line struct {
-	Kind       string          `json:"kind"` // machine, generator, ceiling, run, restore
+	Kind       string          `json:"kind"` // machine, generator, ceiling, run, restore, compare
 	System     string          `json:"system"`
 	Query      string          `json:"query"`
 	Guarantee  string          `json:"guarantee"`
@@ -63,6 +63,10 @@ type Row struct {
 	RSSRatio          *float64 `json:"rssRatio"`
 	TarnOfCeiling     *float64 `json:"tarnOfCeiling"`
 	KStreamsOfCeiling float64  `json:"kstreamsOfCeiling"`
+	// Same says whether tarn's output equalled Kafka Streams' (bench/outputs); null when they
+	// were not compared. Verdict is the comparison's own line.
+	Same    *bool           `json:"same"`
+	Verdict json.RawMessage `json:"verdict,omitempty"`
 }
 
 // Results is the results file.
@@ -163,6 +167,15 @@ func build(lines []line) (*Results, error) {
 			}
 			m.RestoreRecords, m.RestoreSeconds, m.RestoreRecordsPerSec = f.Records, f.Seconds, f.RecordsPerSec
 			m.RestorePeakRSSMB = float64(l.PeakRSSKB) / 1024
+		case "compare":
+			var v struct {
+				Equal bool `json:"equal"`
+			}
+			if err := json.Unmarshal(l.Data, &v); err != nil {
+				return nil, fmt.Errorf("compare %s %s: %w", l.Query, l.Guarantee, err)
+			}
+			r := rowOf(l)
+			r.Same, r.Verdict = &v.Equal, l.Data
 		}
 	}
 	for _, r := range res.Rows {
@@ -234,19 +247,30 @@ func printTable(w io.Writer, res *Results) {
 		fmt.Fprintf(w, "ceiling (raw franz-go consume of all input): %s records/s, %.2f CPU-s/M, %.0f MB RSS\n\n",
 			human(res.Ceiling.RecordsPerSec), res.Ceiling.CPUSecondsPerMillion, res.Ceiling.PeakRSSMB)
 	}
-	fmt.Fprintf(w, "%-5s %-4s %9s | %9s %9s %6s | %7s %7s | %7s %7s | %9s %9s | %6s %6s\n",
+	fmt.Fprintf(w, "%-5s %-4s %9s | %9s %9s %6s | %7s %7s | %7s %7s | %9s %9s | %6s %6s | %4s\n",
 		"query", "mode", "records", "tarn/s", "kstr/s", "ratio", "tCPU/M", "kCPU/M", "tRSS", "kRSS",
-		"tRestore", "kRestore", "t%ceil", "k%ceil")
+		"tRestore", "kRestore", "t%ceil", "k%ceil", "same")
 	for _, r := range res.Rows {
 		t, k := orEmpty(r.Tarn), orEmpty(r.KStreams)
-		fmt.Fprintf(w, "%-5s %-4s %9d | %9s %9s %6s | %7s %7s | %7s %7s | %9s %9s | %6s %6s\n",
+		fmt.Fprintf(w, "%-5s %-4s %9d | %9s %9s %6s | %7s %7s | %7s %7s | %9s %9s | %6s %6s | %4s\n",
 			r.Query, shortGuarantee(r.Guarantee), k.Records,
 			maybe(r.Tarn, human(t.RecordsPerSec)), human(k.RecordsPerSec), ratioText(r.Ratio),
 			maybe(r.Tarn, fmt.Sprintf("%.2f", t.CPUSecondsPerMillion)), fmt.Sprintf("%.2f", k.CPUSecondsPerMillion),
 			maybe(r.Tarn, fmt.Sprintf("%.0fM", t.PeakRSSMB)), fmt.Sprintf("%.0fM", k.PeakRSSMB),
 			maybe(r.Tarn, restoreText(t)), restoreText(k),
-			pct(r.TarnOfCeiling), fmt.Sprintf("%.0f%%", 100*r.KStreamsOfCeiling))
+			pct(r.TarnOfCeiling), fmt.Sprintf("%.0f%%", 100*r.KStreamsOfCeiling), sameText(r.Same))
 	}
+}
+
+// sameText is "yes" or "NO" for a compared row, "-" otherwise.
+func sameText(same *bool) string {
+	switch {
+	case same == nil:
+		return "-"
+	case *same:
+		return "yes"
+	}
+	return "NO"
 }
 
 func orEmpty(m *Measure) Measure {

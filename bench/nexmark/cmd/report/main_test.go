@@ -16,6 +16,7 @@ const sample = `{"kind":"machine","data":{"cores":2}}
 {"kind":"restore","system":"kstreams","query":"q5","guarantee":"at_least_once","peakRssKB":400000,"data":{"records":100,"seconds":1,"recordsPerSec":100}}
 {"kind":"run","system":"tarn","query":"q5","guarantee":"at_least_once","cpuSeconds":1,"peakRssKB":128000,"data":{"records":920,"seconds":0.005,"recordsPerSec":184000,"outputs":3}}
 {"kind":"restore","system":"tarn","query":"q5","guarantee":"at_least_once","peakRssKB":100000,"data":{"records":100,"seconds":0.25,"recordsPerSec":400}}
+{"kind":"compare","query":"q5","guarantee":"at_least_once","data":{"query":"q5","kind":"table","equal":true}}
 {"kind":"run","system":"kstreams","query":"q0","guarantee":"at_least_once","cpuSeconds":1,"peakRssKB":256000,"data":{"records":920,"seconds":0.002,"recordsPerSec":460000,"outputs":920}}
 `
 
@@ -50,6 +51,9 @@ func TestReport(t *testing.T) {
 	}
 	if got := q5.KStreams.CPUSecondsPerMillion; got < 2173 || got > 2174 {
 		t.Errorf("kstreams CPU-s/M = %v, want 2/920*1e6", got)
+	}
+	if q5.Same == nil || !*q5.Same || res.Rows[0].Same != nil {
+		t.Errorf("q5 same = %v, q0 same = %v; want true and not compared", q5.Same, res.Rows[0].Same)
 	}
 	if res.Rows[0].Tarn != nil || res.Rows[0].Ratio != nil {
 		t.Errorf("q0 has no tarn run, got %+v", res.Rows[0])

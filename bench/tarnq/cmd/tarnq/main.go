@@ -1,9 +1,10 @@
 // Command tarnq runs one Nexmark query on tarn and prints one JSON line of figures, with the
-// flags and output of the Kafka Streams peer (bench/README.md). Modes: run, cleanup, and has
-// (exit 0 if the query is implemented, 2 if not). Example:
+// flags and output of the Kafka Streams peer (bench/README.md). Modes: run, restore (wipe the
+// state dir and restore every store from its changelog), cleanup, and has (exit 0 if the query
+// is implemented, 2 if not). Example:
 //
-//	tarnq --mode run --query q1 --brokers 127.0.0.1:9092 --output q1-out --app-id q1-alo \
-//	  --guarantee at_least_once --state-dir /tmp/q1
+//	tarnq --mode run --query q7 --brokers 127.0.0.1:9092 --output q7-out --app-id q7-alo \
+//	  --guarantee at_least_once --state-dir /tmp/q7
 package main
 
 import (
@@ -16,14 +17,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tarnhq/tarn/bench/nexmark"
 	"github.com/tarnhq/tarn/bench/tarnq"
 	"github.com/tarnhq/tarn/state"
-	"github.com/tarnhq/tarn/views"
 )
 
 type options struct {
@@ -32,13 +31,14 @@ type options struct {
 	topics                                        nexmark.Topics
 	timeout                                       time.Duration
 	memoryMB                                      int64
+	log                                           *slog.Logger
 }
 
 func main() {
 	var o options
 	brokers := flag.String("brokers", "", "seed brokers, comma-separated")
-	flag.StringVar(&o.mode, "mode", "run", "run, cleanup or has")
-	flag.StringVar(&o.query, "query", "", "q0, q1 or q2")
+	flag.StringVar(&o.mode, "mode", "run", "run, restore, cleanup or has")
+	flag.StringVar(&o.query, "query", "", "q0, q1, q2, q5, q7, q17 or q18")
 	flag.StringVar(&o.output, "output", "", "output topic")
 	flag.StringVar(&o.app, "app-id", "", "tarn application id")
 	flag.StringVar(&o.guarantee, "guarantee", "at_least_once", "at_least_once or exactly_once_v2")
@@ -48,12 +48,15 @@ func main() {
 	flag.StringVar(&o.topics.Bid, "bid-topic", "nexmark-bid", "topic of bids")
 	flag.DurationVar(&o.timeout, "timeout", 30*time.Minute, "give up after this long")
 	flag.Int64Var(&o.memoryMB, "memory-mb", 256, "Pebble memory budget (memtables and block cache), MiB")
+	var level slog.Level
+	flag.TextVar(&level, "log-level", slog.LevelWarn, "least level logged to stderr: DEBUG, INFO, WARN or ERROR")
 	// Accepted for the peer's command line; tarn's runtime sizes its own concurrency and
 	// commits once per polled batch.
 	flag.Int("threads", 2, "ignored")
 	flag.Int("commit-interval-ms", 0, "ignored")
 	flag.Parse()
 	o.brokers = strings.Split(*brokers, ",")
+	o.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	out, err := run(o)
 	if errors.Is(err, tarnq.ErrNotImplemented) {
 		fmt.Fprintln(os.Stderr, err)
@@ -63,147 +66,72 @@ func main() {
 		fmt.Fprintln(os.Stderr, "tarnq:", err)
 		os.Exit(1)
 	}
-	fmt.Println(out)
+	if out != "" {
+		fmt.Println(out)
+	}
+}
+
+// client returns the options of every Kafka client. Topics are created just before they are
+// used, so metadata is refreshed often (the default waits 5 s between refreshes, which the
+// first batch would then wait for); this costs nothing once the run is going.
+func (o options) client() []kgo.Opt {
+	return []kgo.Opt{kgo.SeedBrokers(o.brokers...), kgo.MetadataMinAge(250 * time.Millisecond)}
 }
 
 func run(o options) (string, error) {
+	if o.mode == "has" {
+		_, err := tarnq.Define(o.query, o.topics, "probe") // --output is not needed to ask
+		return "", err
+	}
+	plan, err := tarnq.Define(o.query, o.topics, o.output)
+	if err != nil {
+		return "", err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
-	inputs, err := tarnq.Inputs(o.query, o.topics)
+	cl, err := kgo.NewClient(o.client()...)
 	if err != nil {
 		return "", err
 	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
 	switch o.mode {
-	case "has":
-		return "", nil
 	case "cleanup":
-		return cleanup(ctx, o)
+		return cleanup(ctx, adm, plan, o)
 	case "run":
-		return process(ctx, o, inputs)
+		return process(ctx, adm, plan, o)
+	case "restore":
+		return restore(ctx, adm, plan, o)
 	}
-	return "", fmt.Errorf("--mode %s: use run, cleanup or has", o.mode)
+	return "", fmt.Errorf("--mode %s: use run, restore, cleanup or has", o.mode)
 }
 
-func process(ctx context.Context, o options, inputs []string) (string, error) {
-	v, err := tarnq.Define(o.query, o.topics, o.output)
-	if err != nil {
+// restore wipes the state dir and restores every store of the query from its changelogs.
+func restore(ctx context.Context, adm *kadm.Client, plan *tarnq.Plan, o options) (string, error) {
+	if err := os.RemoveAll(o.stateDir); err != nil {
 		return "", err
 	}
-	records, err := inputRecords(ctx, o.brokers, inputs)
-	if err != nil {
-		return "", err
-	}
-	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	db, err := state.Open(state.Config{Dir: o.stateDir, MemoryBytes: o.memoryMB << 20, Logger: quiet})
+	db, err := state.Open(state.Config{Dir: o.stateDir, MemoryBytes: o.memoryMB << 20, Logger: o.log})
 	if err != nil {
 		return "", err
 	}
 	defer db.Close()
-	reg := prometheus.NewRegistry()
-	rt, err := views.NewRuntime(views.Config{App: o.app, Brokers: o.brokers, State: db, Views: []*views.View{v},
-		ExactlyOnce: o.guarantee == "exactly_once_v2", Registerer: reg, Logger: quiet})
-	if err != nil {
-		return "", err
-	}
 	wallStart := time.Now()
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- rt.Run(runCtx) }()
-	first, last, err := watch(ctx, reg, records, done)
-	stop()
-	if runErr := <-done; err == nil {
-		err = runErr
-	}
+	stats, partitions, err := plan.Restore(ctx, adm, db, o.app, o.client())
 	if err != nil {
 		return "", err
 	}
-	secs := last.Sub(first).Seconds()
-	return fmt.Sprintf(`{"system":"tarn","mode":"run","query":%q,"guarantee":%q,"records":%d,"seconds":%.3f,`+
-		`"recordsPerSec":%.1f,"wallSeconds":%.3f}`, o.query, o.guarantee, records, secs,
-		float64(records)/secs, time.Since(wallStart).Seconds()), nil
-}
-
-// watch polls the runtime's processed-records counter until it reaches want, returning when
-// the first and the last records were seen processed.
-func watch(ctx context.Context, reg *prometheus.Registry, want int64, done <-chan error) (first, last time.Time, err error) {
-	var seen int64
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for seen < want {
-		select {
-		case <-ctx.Done():
-			return first, last, fmt.Errorf("tarnq: %d of %d records processed: %w", seen, want, ctx.Err())
-		case err := <-done:
-			return first, last, fmt.Errorf("tarnq: runtime stopped after %d of %d records: %v", seen, want, err)
-		case now := <-tick.C:
-			n, err := processed(reg)
-			if err != nil {
-				return first, last, err
-			}
-			if n > 0 && first.IsZero() {
-				first = now
-			}
-			if n != seen {
-				seen, last = n, now
-			}
-		}
-	}
-	return first, last, nil
-}
-
-func processed(reg *prometheus.Registry) (int64, error) {
-	mfs, err := reg.Gather()
-	if err != nil {
-		return 0, err
-	}
-	var n float64
-	for _, mf := range mfs {
-		if mf.GetName() == "tarn_views_records_total" {
-			for _, m := range mf.GetMetric() {
-				n += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return int64(n), nil
-}
-
-func inputRecords(ctx context.Context, brokers, topics []string) (int64, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-	if err != nil {
-		return 0, err
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	starts, err := adm.ListStartOffsets(ctx, topics...)
-	if err != nil {
-		return 0, err
-	}
-	ends, err := adm.ListEndOffsets(ctx, topics...)
-	if err != nil {
-		return 0, err
-	}
-	var n int64
-	ends.Each(func(o kadm.ListedOffset) { n += o.Offset - starts[o.Topic][o.Partition].Offset })
-	return n, nil
+	secs := stats.Elapsed.Seconds()
+	return fmt.Sprintf(`{"system":"tarn","mode":"restore","query":%q,"guarantee":%q,"records":%d,"seconds":%.3f,`+
+		`"recordsPerSec":%.1f,"changelogPartitions":%d,"wallSeconds":%.3f}`, o.query, o.guarantee, stats.Records, secs,
+		float64(stats.Records)/max(secs, 1e-9), partitions, time.Since(wallStart).Seconds()), nil
 }
 
 // cleanup deletes the output topic and every topic of the application.
-func cleanup(ctx context.Context, o options) (string, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(o.brokers...))
+func cleanup(ctx context.Context, adm *kadm.Client, plan *tarnq.Plan, o options) (string, error) {
+	doomed, err := plan.Topics(ctx, adm, o.app)
 	if err != nil {
 		return "", err
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	list, err := adm.ListTopics(ctx)
-	if err != nil {
-		return "", err
-	}
-	var doomed []string
-	for _, name := range list.Names() {
-		if name == o.output || strings.HasPrefix(name, o.app+".") {
-			doomed = append(doomed, name)
-		}
 	}
 	if _, err := adm.DeleteTopics(ctx, doomed...); err != nil {
 		return "", err
