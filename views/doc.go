@@ -87,6 +87,20 @@
 // Exactly-once (Config.ExactlyOnce) uses Kafka transactions and leaves every view equal to one
 // processing of each input record.
 //
+// # Extending
+//
+// Operators outside this package (the joins of package enrich) are built on a small API:
+// [Process] adds a step with its own changelogged stores ([KVStore], [WindowStore]), emission,
+// time, watermark and dead letters ([ProcessContext]) and a Flush that finishes work started
+// for a batch before it commits; [Local] and [BatchLocal] hold per-runtime and per-batch
+// state. Side inputs are read outside the consumer group, by partition: [NewCoTable] keeps
+// partition p of a table topic in task p, caught up to the topic's end before the task's first
+// record and then merged with the stream in time order; [NewGlobalTable] and [Follow] read
+// every partition on every instance, applied before each batch up to the ends the topics had
+// when it was polled. [CoPartition] repartitions a stream with a table's partition count, and
+// [Merge] reads two co-partitioned inputs in one task (the group then uses range assignment,
+// which co-locates equal partitions).
+//
 // # Invariants
 //
 //   - [Define] validates the whole graph before any record is read ([View]).
@@ -97,6 +111,9 @@
 //     only after that, so no acknowledged input is lost and local state is never ahead of its
 //     changelog.
 //   - Undecodable and late records go to the dead-letter topic with a reason and are counted.
+//   - A [CoTable] partition's store and the table offset it applied are written in the same
+//     batch, and a task joins its first record only after its copy reached the end the table
+//     topic had when the task started.
 //   - Every instance follows one versions topic partition in order, so all see the same
 //     sequence of switches; a [Pinned] read reads one version only, so a fanned-out read never
 //     mixes versions. Serving moves only to a version whose group lag is under the threshold

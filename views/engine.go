@@ -60,6 +60,9 @@ type engine struct {
 	txn     *state.Txn
 	out     []*kgo.Record
 	pending map[taskID]bool
+	// wake ends a poll waiting for records when partitions are assigned: their tasks must
+	// restore and serve even when no new input arrives for them.
+	wake chan struct{}
 
 	mu struct {
 		sync.Mutex
@@ -82,7 +85,8 @@ type engine struct {
 func newEngine(r *Runtime, v *View) *engine {
 	e := &engine{rt: r, v: v, log: r.cfg.Logger.With("view", string(v.name), "version", v.version),
 		group: topic.Group(r.cfg.App, string(v.name), v.version), feed: newFeed(),
-		bySource: map[string]*sourceNode{}, subOf: map[string]*subtopology{}, pending: map[taskID]bool{}}
+		bySource: map[string]*sourceNode{}, subOf: map[string]*subtopology{}, pending: map[taskID]bool{},
+		wake: make(chan struct{}, 1)}
 	e.env = newEnv(r.cfg.App, v, r.cfg.Now, r.cfg.IdleTimeout, r.metrics)
 	e.mu.tasks, e.mu.restoring, e.mu.lag = map[taskID]*runTask{}, map[taskID]bool{}, map[string]int64{}
 	for _, s := range v.subs {
@@ -200,7 +204,7 @@ func (e *engine) session(ctx context.Context) error {
 	e.running.Store(true)
 	defer e.running.Store(false)
 	for {
-		fs := c.poll(ctx, e.rt.cfg.MaxPollRecords)
+		fs := e.poll(ctx, c)
 		if fs.IsClientClosed() || ctx.Err() != nil {
 			return nil
 		}
@@ -212,16 +216,33 @@ func (e *engine) session(ctx context.Context) error {
 		if err := e.openPending(ctx); err != nil {
 			return err
 		}
-		began := time.Now()
-		if err := e.batch(bctx, c, fs); err != nil {
-			return err
+		if fs.NumRecords() > 0 {
+			began := time.Now()
+			if err := e.batch(bctx, c, fs); err != nil {
+				return err
+			}
+			e.rt.metrics.batches.WithLabelValues(string(e.v.name)).Observe(time.Since(began).Seconds())
 		}
-		e.rt.metrics.batches.WithLabelValues(string(e.v.name)).Observe(time.Since(began).Seconds())
 		c.allowRebalance()
 		if !e.serving.Load() {
 			e.throttle.wait(ctx, e.processed.Load())
 		}
 	}
+}
+
+// poll waits for records, or until assigned wakes it: the fetch it then returns holds only a
+// context.Canceled error, which fetchErrors ignores.
+func (e *engine) poll(ctx context.Context, c consumer) kgo.Fetches {
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-e.wake:
+			cancel()
+		case <-pctx.Done():
+		}
+	}()
+	return c.poll(pctx, e.rt.cfg.MaxPollRecords)
 }
 
 func (e *engine) fetchErrors(fs kgo.Fetches) error {
@@ -400,13 +421,18 @@ func (e *engine) produceAll(ctx context.Context, cl *kgo.Client) error {
 	return cerr
 }
 
-// assigned notes new partitions; the loop restores their tasks before processing.
+// assigned notes new partitions and wakes the loop, which restores their tasks before it
+// processes more.
 func (e *engine) assigned(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 	for t, ps := range m {
 		sub := e.subOf[t]
 		for _, p := range ps {
 			e.pending[taskID{sub.id, p}] = true
 		}
+	}
+	select {
+	case e.wake <- struct{}{}:
+	default:
 	}
 }
 

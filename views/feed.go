@@ -194,7 +194,12 @@ func (e *engine) replay(ctx context.Context, s *Subscription, after, ends map[in
 		}
 		for _, r := range fs.Records() {
 			end, ok := ends[r.Partition]
-			if !ok || r.Offset > end {
+			if !ok {
+				continue
+			}
+			if r.Offset > end {
+				// The record at end was compacted away: the partition is caught up.
+				delete(ends, r.Partition)
 				continue
 			}
 			c := e.changeOf(r)
@@ -211,12 +216,12 @@ func (e *engine) replay(ctx context.Context, s *Subscription, after, ends map[in
 			}
 		}
 		fs.EachPartition(func(p kgo.FetchTopicPartition) {
-			// Compaction and transaction markers leave gaps: the partition is done once the
-			// stable end passed its end.
-			if end, ok := ends[p.Partition]; ok && p.LastStableOffset > end {
-				if len(p.Records) == 0 || p.Records[len(p.Records)-1].Offset < end {
-					delete(ends, p.Partition)
-				}
+			// Compaction and transaction markers leave gaps: a fetch that comes back empty
+			// although the stable end is past end has read everything up to end. A fetch
+			// that returned only part of what is left is not the end (it was, before: a
+			// watcher's catch-up could stop early).
+			if end, ok := ends[p.Partition]; ok && p.LastStableOffset > end && len(p.Records) == 0 {
+				delete(ends, p.Partition)
 			}
 		})
 	}

@@ -62,6 +62,8 @@ func (k *kafkaEnv) create(name string, partitions int32) {
 	if err != nil {
 		k.t.Fatalf("create %s: %v", name, err)
 	}
+	// Known now: a metadata request right after creation can miss the new topic.
+	k.parts[name] = partitions
 }
 
 // produce sends records keyed by key to partition.For(key) and waits for the acks.
@@ -81,12 +83,19 @@ func (k *kafkaEnv) partitionsOf(topic string) int32 {
 	if n, ok := k.parts[topic]; ok {
 		return n
 	}
-	td, err := k.adm.ListTopics(context.Background(), topic)
-	if err != nil || td[topic].Err != nil {
-		k.t.Fatalf("list %s: %v %v", topic, err, td[topic].Err)
+	// A topic the runtime created a moment ago can take a while to show in metadata.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		td, err := k.adm.ListTopics(context.Background(), topic)
+		if err == nil && td[topic].Err == nil && len(td[topic].Partitions) > 0 {
+			k.parts[topic] = int32(len(td[topic].Partitions))
+			return k.parts[topic]
+		}
+		if time.Now().After(deadline) {
+			k.t.Fatalf("list %s: %v %v", topic, err, td[topic].Err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	k.parts[topic] = int32(len(td[topic].Partitions))
-	return k.parts[topic]
 }
 
 func jsonRecord(topic, key string, ts int64, v any) *kgo.Record {

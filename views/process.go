@@ -1,6 +1,7 @@
 package views
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"time"
@@ -66,6 +67,18 @@ func (a kvAdapter) Range(from, to []byte, fn func(k, v []byte) error) error {
 		}
 	}
 	return errors.Join(it.Err(), it.Close())
+}
+
+// scanRange gives a store without range reads (the test driver's) Range by scanning.
+type scanRange struct{ kvStore }
+
+func (s scanRange) Range(from, to []byte, fn func(k, v []byte) error) error {
+	return s.Scan(func(k, v []byte) error {
+		if bytes.Compare(k, from) >= 0 && (to == nil || bytes.Compare(k, to) < 0) {
+			return fn(k, v)
+		}
+		return nil
+	})
 }
 
 // Processor is a user-defined step: Record is called for every record of the input stream,
@@ -148,6 +161,8 @@ type drains struct {
 	fns   []func() error
 	seen  map[string]bool
 	emits int // records emitted by processor steps, to know when another pass is needed
+	// batch is the BatchLocal state, dropped when the batch's drain ends.
+	batch map[string]any
 }
 
 func drainOf(t *task) *drains {
@@ -165,6 +180,7 @@ func (t *task) drain() error {
 	if !ok {
 		return nil
 	}
+	defer clear(d.batch)
 	for range maxDrainPasses {
 		before, n := d.emits, len(d.fns)
 		for i := 0; i < len(d.fns); i++ {
@@ -223,8 +239,11 @@ func (pc *ProcessContext[W]) View() Name { return pc.t.env.view.name }
 // a windowed store) gives a store whose every call fails with an error naming it.
 func (pc *ProcessContext[W]) KV(name string) KV {
 	if st := pc.op.stores[name]; st != nil && !st.windowed {
-		if kv, ok := pc.t.kv[st.index].(KV); ok {
+		switch kv := pc.t.kv[st.index].(type) {
+		case KV:
 			return kv
+		case kvStore:
+			return scanRange{kv}
 		}
 	}
 	return missingStore{view: pc.t.env.view.name, step: pc.op.step, name: name}
@@ -325,6 +344,28 @@ func Local[T any](c Context, name string, mk func() T) T {
 	}
 	v := mk()
 	e.side.local[name] = v
+	return v
+}
+
+// BatchLocal returns the state called name of the task c is handling a record (or a Flush)
+// of, made by mk on first use and dropped when the task's batch ends (after its Flush
+// functions ran): a cache of what the batch read from its stores, valid because a batch's
+// store writes are all made by its own task. A batch that is redone after a failure starts
+// without it. Outside a task it makes a new value every call.
+func BatchLocal[T any](c Context, name string, mk func() T) T {
+	_, t, _ := c.scope()
+	if t == nil {
+		return mk()
+	}
+	d := drainOf(t)
+	if d.batch == nil {
+		d.batch = map[string]any{}
+	}
+	if v, ok := d.batch[name].(T); ok {
+		return v
+	}
+	v := mk()
+	d.batch[name] = v
 	return v
 }
 

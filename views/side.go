@@ -167,15 +167,38 @@ func (c *CoTable[T]) Get(ctx Context, key string) (T, bool, error) {
 	if err := co.settle(ts); err != nil {
 		return zero, false, err
 	}
+	if r, ok := co.rows[key]; ok {
+		v, _ := r.v.(T)
+		return v, r.found, nil
+	}
 	raw, ok, err := co.kv().Get(append(rowPrefix[:1:1], key...))
-	if err != nil || !ok {
+	if err != nil {
 		return zero, false, err
 	}
-	v, err := c.codec.Decode(raw)
-	if err != nil {
-		return zero, false, fmt.Errorf("views: co-table %q key %q: %w", c.spec.step, key, err)
+	var v T
+	if ok {
+		if v, err = c.codec.Decode(raw); err != nil {
+			return zero, false, fmt.Errorf("views: co-table %q key %q: %w", c.spec.step, key, err)
+		}
 	}
-	return v, true, nil
+	co.remember(key, v, ok)
+	return v, ok, nil
+}
+
+// maxDecodedRows bounds the decoded rows a co-table partition keeps.
+const maxDecodedRows = 10000
+
+// decoded is a row as Get last decoded it (or its absence).
+type decoded struct {
+	v     any
+	found bool
+}
+
+func (co *coPart) remember(key string, v any, found bool) {
+	if co.rows == nil || len(co.rows) >= maxDecodedRows {
+		co.rows = map[string]decoded{}
+	}
+	co.rows[key] = decoded{v: v, found: found}
 }
 
 // coPart is one co-table partition of one task: the fetched table records not yet applied.
@@ -190,6 +213,8 @@ type coPart struct {
 	// are pending again.
 	applied []*kgo.Record
 	dirty   func(*coPart)
+	// rows caches decoded rows of the store; every write to a key drops its entry.
+	rows map[string]decoded
 }
 
 func coPartOf(t *task, spec *coTableSpec) *coPart {
@@ -231,8 +256,10 @@ func (co *coPart) settle(ts int64) error {
 // apply writes one table record to the store with the offset it reaches.
 func (co *coPart) apply(r *kgo.Record) error {
 	kv := co.kv()
+	delete(co.rows, string(r.Key))
 	switch {
 	case cdc.IsTruncate(r):
+		clear(co.rows)
 		if err := truncateRows(kv); err != nil {
 			return err
 		}
@@ -277,6 +304,7 @@ func (co *coPart) committed() { co.applied = co.applied[:0] }
 
 // discarded makes the records applied in a discarded batch pending again.
 func (co *coPart) discarded() {
+	clear(co.rows) // they may hold rows of the dropped writes
 	co.pending = append(append([]*kgo.Record(nil), co.applied...), co.pending...)
 	co.applied = co.applied[:0]
 }
