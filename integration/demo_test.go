@@ -48,8 +48,10 @@ func TestDemo(t *testing.T) {
 			"/v1/views/price-range/keys/ACME",
 			"/v1/views/orders-per-customer/keys/7",
 			"/v1/views/top-trades/keys/all?from=2000-01-01T00:00:00Z",
+			"/v1/views/clicks-by-country?limit=10",
+			"/v1/views/campaign-funnel?limit=10",
 		} {
-			if code, body := get(base + path); code != http.StatusOK || strings.Contains(body, `"windows":[]`) {
+			if code, body := get(base + path); code != http.StatusOK || strings.Contains(body, `"windows":[]`) || strings.Contains(body, `"entries":[]`) {
 				return false
 			}
 		}
@@ -75,6 +77,18 @@ func TestDemo(t *testing.T) {
 	decode(t, base+"/v1/views/orders-per-customer/keys/7", &orders)
 	if orders.Value.Orders <= 0 {
 		t.Fatalf("orders-per-customer 7 = %+v", orders.Value)
+	}
+	var funnel struct {
+		Entries []struct {
+			Key   string
+			Value struct{ Impressions, Clicks int64 }
+		}
+	}
+	decode(t, base+"/v1/views/campaign-funnel?limit=10", &funnel)
+	for _, e := range funnel.Entries {
+		if e.Value.Clicks > e.Value.Impressions {
+			t.Fatalf("campaign-funnel %s: %d clicks on %d impressions", e.Key, e.Value.Clicks, e.Value.Impressions)
+		}
 	}
 	if code, body := get(base + "/"); code != http.StatusOK || !strings.Contains(body, "tarn views") {
 		t.Fatalf("web page: %d %q", code, body[:min(len(body), 200)])
