@@ -2,8 +2,10 @@
 #              against a real Postgres and a real Kafka started for the run.
 # make lint  — go vet, gofmt, go mod tidy check.
 # make bench — Go benchmarks against the same real Postgres and Kafka.
+# make bench-nexmark — Nexmark queries on tarn and on Kafka Streams side by side (bench/run.sh;
+#              EVENTS=5000000 make bench-nexmark for the full run).
 
-.PHONY: test lint bench
+.PHONY: test lint bench bench-nexmark
 
 test:
 	scripts/test.sh
@@ -13,3 +15,6 @@ lint:
 
 bench:
 	scripts/bench.sh
+
+bench-nexmark:
+	bench/run.sh

@@ -6,6 +6,9 @@
 #                             the shared libraries they load), testcontainers/images/postgres
 #   tarn-test/kafka:4.1.1     the cached Kafka jars (scripts/kafka-jars.sh) on a JRE that jlink
 #                             makes from the machine's JDK 17, testcontainers/images/kafka
+#   tarn-build/go:1.26        the machine's Go toolchain (/usr/local/go) with dash and mkdir: the
+#                             builder stage of the Dockerfile here (scripts/tarn-image.sh), in
+#                             place of golang:1.26, which cannot be pulled
 #
 # Each image is a one-layer `docker import` of a rootfs tarball, with no shell beyond dash and the
 # few tools its entry point uses. An image is rebuilt only when its inputs change (this script,
@@ -13,12 +16,15 @@
 # Needs an engine: DOCKER_HOST as scripts/dockerd.sh start prints it.
 #
 #   eval "$(scripts/images.sh)"   exports TARN_TEST_POSTGRES_IMAGE and TARN_TEST_KAFKA_IMAGE
+#   scripts/images.sh go          builds only the Go image and prints TARN_GO_IMAGE's assignment
+#                                 (arguments name the images to build: postgres, kafka, go)
 #
 #   TARN_PG_MAJOR        Postgres major version (default 15)
 #   TARN_KAFKA_VERSION   Kafka version (default 4.1.1)
 #   TARN_KAFKA_LIBS      folder of Kafka jars (default: what scripts/kafka-jars.sh prints)
 #   TARN_JDK             JDK whose jmods jlink uses (default /usr/lib/jvm/java-17-openjdk-amd64);
 #                        without one, the Java runtime on PATH is copied whole
+#   TARN_GOROOT          Go toolchain of the Go image (default: what `go env GOROOT` prints)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,6 +33,7 @@ kafka_version="${TARN_KAFKA_VERSION:-4.1.1}"
 jdk="${TARN_JDK:-/usr/lib/jvm/java-17-openjdk-amd64}"
 pg_image="tarn-test/postgres:$pg_major"
 kafka_image="tarn-test/kafka:$kafka_version"
+goroot="${TARN_GOROOT:-$(go env GOROOT 2>/dev/null || true)}"
 
 fail() {
 	echo "images: $*" >&2
@@ -157,6 +164,27 @@ build_kafka() {
 		'ENTRYPOINT ["/usr/bin/tarn-entrypoint"]'
 }
 
+# go_version is the toolchain's version, e.g. 1.26.8; the image is tagged with its major.minor.
+go_version() {
+	[[ -x $goroot/bin/go ]] || fail "no Go toolchain in '$goroot'; set TARN_GOROOT"
+	sed -n '1s/^go//p' "$goroot/VERSION"
+}
+
+# build_go: the toolchain with what go build needs (sources, tools, go.env), not its tests and
+# API lists; GOTOOLCHAIN=local so that it never tries to download another.
+build_go() {
+	local root="$work/go"
+	base_rootfs "$root" gopher 1000 mkdir
+	mkdir -p "$root/usr/local/go" "$root/etc/ssl/certs" "$root/go"
+	tar -C "$goroot" --exclude=./test --exclude=./api --exclude=./doc -cf - . | tar -C "$root/usr/local/go" -xf -
+	# The Dockerfile copies the CA roots into the final image, for TLS to Kafka and Postgres.
+	cp -L /etc/ssl/certs/ca-certificates.crt "$root/etc/ssl/certs/"
+	copy_libs "$root" /bin/dash "$root/usr/bin/mkdir"
+	import "$root" "$go_image" 0 root \
+		"ENV PATH=/usr/local/go/bin:/go/bin:/usr/bin" "ENV GOPATH=/go" "ENV GOTOOLCHAIN=local" "ENV HOME=/root" \
+		"WORKDIR /go" 'CMD ["go", "version"]'
+}
+
 # build IMAGE FUNCTION INPUTS...: runs FUNCTION unless IMAGE exists and was built from the same
 # inputs (files and version strings, hashed into its tarn.inputs label), and says how long it
 # took and how big the image is.
@@ -177,7 +205,28 @@ build() {
 
 command -v docker >/dev/null || fail "docker CLI not found"
 docker version --format '{{.Server.Version}}' >/dev/null 2>&1 || fail "no Docker engine answers at ${DOCKER_HOST:-the default socket}; run scripts/dockerd.sh start"
-pg_bin="/usr/lib/postgresql/$pg_major/bin/postgres"
-build "$pg_image" build_postgres testcontainers/images/postgres/* <("$pg_bin" --version 2>/dev/null || true)
-build "$kafka_image" build_kafka testcontainers/images/kafka/* <(ls -l "$(kafka_libs)"; cat "$jdk/release" 2>/dev/null || true)
-echo "export TARN_TEST_POSTGRES_IMAGE=$pg_image TARN_TEST_KAFKA_IMAGE=$kafka_image"
+if (($# == 0)); then
+	set -- postgres kafka
+fi
+exports=()
+for want in "$@"; do
+	case "$want" in
+	postgres)
+		pg_bin="/usr/lib/postgresql/$pg_major/bin/postgres"
+		build "$pg_image" build_postgres testcontainers/images/postgres/* <("$pg_bin" --version 2>/dev/null || true)
+		exports+=("TARN_TEST_POSTGRES_IMAGE=$pg_image")
+		;;
+	kafka)
+		build "$kafka_image" build_kafka testcontainers/images/kafka/* <(ls -l "$(kafka_libs)"; cat "$jdk/release" 2>/dev/null || true)
+		exports+=("TARN_TEST_KAFKA_IMAGE=$kafka_image")
+		;;
+	go)
+		gv="$(go_version)"
+		go_image="tarn-build/go:$(cut -d. -f1,2 <<<"$gv")"
+		build "$go_image" build_go <(echo "$gv")
+		exports+=("TARN_GO_IMAGE=$go_image")
+		;;
+	*) fail "unknown image '$want': want postgres, kafka or go" ;;
+	esac
+done
+echo "export ${exports[*]}"

@@ -26,7 +26,7 @@ func TestKafkaChangeFeedResume(t *testing.T) {
 		}
 	}
 	// Small fetches make the replay take many fetches per partition, as a long one does.
-	rt := k.runtime(Config{Views: []*View{v}, ClientOpts: []kgo.Opt{kgo.FetchMaxBytes(16<<10), kgo.FetchMaxPartitionBytes(8<<10)}})
+	rt := k.runtime(Config{Views: []*View{v}, ClientOpts: []kgo.Opt{kgo.FetchMaxBytes(16 << 10), kgo.FetchMaxPartitionBytes(8 << 10)}})
 	var ends Position
 	eventually(t, func() error {
 		for i := range keys {
