@@ -23,12 +23,14 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// input is one generated Nexmark input in Kafka, and its bids in event order.
+// input is one generated Nexmark input in Kafka, and its events in event order.
 type input struct {
-	brokers []string
-	prefix  string
-	topics  nexmark.Topics
-	bids    []nexmark.Bid
+	brokers  []string
+	prefix   string
+	topics   nexmark.Topics
+	persons  []nexmark.Person
+	auctions []nexmark.Auction
+	bids     []nexmark.Bid
 }
 
 // generate writes events into fresh topics of 2 partitions.
@@ -46,7 +48,12 @@ func generate(ctx context.Context, t *testing.T, events nexmark.Config) *input {
 	}
 	var e nexmark.Event
 	for n := int64(0); n < events.Events; n++ {
-		if gen.Event(n, &e); e.Kind == nexmark.KindBid {
+		switch gen.Event(n, &e); e.Kind {
+		case nexmark.KindPerson:
+			in.persons = append(in.persons, e.Person)
+		case nexmark.KindAuction:
+			in.auctions = append(in.auctions, e.Auction)
+		case nexmark.KindBid:
 			in.bids = append(in.bids, e.Bid)
 		}
 	}

@@ -23,6 +23,7 @@ type Progress struct {
 	starts      kadm.ListedOffsets // of the inputs
 	ends        kadm.ListedOffsets
 	records     int64
+	streamed    int64
 }
 
 // NewProgress captures the end offsets of the plan's inputs; a run of app started after it
@@ -33,12 +34,36 @@ func (p *Plan) NewProgress(ctx context.Context, adm *kadm.Client, app string, ex
 		return nil, err
 	}
 	g := &Progress{plan: p, app: app, exactlyOnce: exactlyOnce, adm: adm, starts: starts, ends: ends}
-	ends.Each(func(o kadm.ListedOffset) { g.records += o.Offset - starts[o.Topic][o.Partition].Offset })
+	ends.Each(func(o kadm.ListedOffset) {
+		n := o.Offset - starts[o.Topic][o.Partition].Offset
+		g.records += n
+		if p.grouped(o.Topic) {
+			g.streamed += n
+		}
+	})
 	return g, nil
+}
+
+// grouped reports whether some view of the plan reads input through its consumer group, not
+// as a side input (a co-partitioned table).
+func (p *Plan) grouped(input string) bool {
+	for _, srcs := range p.reads {
+		for _, s := range srcs {
+			if s.repartition == "" && s.name == input {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Records is the number of input records the run processes.
 func (g *Progress) Records() int64 { return g.records }
+
+// Streamed is the number of input records the views' consumer groups process as streams: the
+// records of side inputs (tables joined) are applied to stores, not counted as processed by
+// the runtime, so a run has processed at least this many when it is done.
+func (g *Progress) Streamed() int64 { return g.streamed }
 
 // Done reports whether the run has processed and committed every input record and every
 // record its views sent to their repartition and intermediate topics.

@@ -19,7 +19,7 @@ const grace = 5 * time.Second
 // named after output (see [Plan.Intermediates]).
 func Define(query string, t nexmark.Topics, output string) (*Plan, error) {
 	define := map[string]func(nexmark.Topics, string) (*Plan, error){
-		"q0": q0, "q1": q1, "q2": q2, "q5": q5, "q7": q7, "q17": q17, "q18": q18,
+		"q0": q0, "q1": q1, "q2": q2, "q3": q3, "q5": q5, "q7": q7, "q8": q8, "q17": q17, "q18": q18, "q20": q20,
 	}[query]
 	if define == nil {
 		return nil, fmt.Errorf("%w: %s", ErrNotImplemented, query)

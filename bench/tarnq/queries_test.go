@@ -35,10 +35,32 @@ func TestDefine(t *testing.T) {
 			t.Errorf("%s reads %v and writes %s; want the bid topic and out", tc.query, p.Inputs, p.Output)
 		}
 	}
-	for _, q := range []string{"q3", "q8", "q20", "q99"} {
-		if _, err := Define(q, topics, "out"); !errors.Is(err, ErrNotImplemented) {
-			t.Errorf("Define(%s) = %v, want ErrNotImplemented", q, err)
+	// The joins read two topics; the first gives the output's partition count, as the peer's.
+	// A table joined is a side input, read outside the view's group ([Progress.Streamed]).
+	for _, tc := range []struct {
+		query           string
+		inputs, grouped []string
+	}{
+		{"q3", []string{"p", "a"}, []string{"a"}},
+		{"q8", []string{"p", "a"}, []string{"p", "a"}},
+		{"q20", []string{"b", "a"}, []string{"b"}},
+	} {
+		p, err := Define(tc.query, topics, "out")
+		if err != nil {
+			t.Fatalf("%s: %v", tc.query, err)
 		}
+		if len(p.Views) != 1 || len(p.Intermediates) != 0 || !slices.Equal(p.Inputs, tc.inputs) || p.Views[0].Queryable() {
+			t.Errorf("%s: %d views, intermediates %v, inputs %v; want one unserved view reading %v",
+				tc.query, len(p.Views), p.Intermediates, p.Inputs, tc.inputs)
+		}
+		for _, in := range tc.inputs {
+			if got, want := p.grouped(in), slices.Contains(tc.grouped, in); got != want {
+				t.Errorf("%s: grouped(%s) = %v, want %v", tc.query, in, got, want)
+			}
+		}
+	}
+	if _, err := Define("q99", topics, "out"); !errors.Is(err, ErrNotImplemented) {
+		t.Errorf("Define(q99) = %v, want ErrNotImplemented", err)
 	}
 }
 

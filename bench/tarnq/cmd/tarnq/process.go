@@ -106,7 +106,7 @@ func watch(ctx context.Context, reg *prometheus.Registry, progress *tarnq.Progre
 				seen, last = n, now
 			}
 		case <-check.C:
-			if seen < progress.Records() {
+			if seen < progress.Streamed() {
 				continue
 			}
 			ok, err := progress.Done(ctx)
