@@ -38,36 +38,8 @@ func TestContainerPostgres(t *testing.T) {
 			t.Errorf("%s = %q in the container, want %q", s.Name, got, s.Value)
 		}
 	}
-	for _, q := range []string{
-		"CREATE TABLE boxed (id int PRIMARY KEY, name text NOT NULL)",
-		"CREATE PUBLICATION boxed_pub FOR TABLE boxed",
-	} {
-		if _, err := conn.Exec(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-
-	repl, err := pgconn.Connect(ctx, url+"&replication=database")
-	if err != nil {
-		t.Fatal(err)
-	}
+	repl := startPgoutput(ctx, t, conn, url, "boxed")
 	defer repl.Close(ctx)
-	slot := "boxed_" + strconv.FormatInt(time.Now().UnixNano()%1e9, 10)
-	created, err := pglogrepl.CreateReplicationSlot(ctx, repl, slot, "pgoutput",
-		pglogrepl.CreateReplicationSlotOptions{Temporary: true})
-	if err != nil {
-		t.Fatalf("create pgoutput slot: %v", err)
-	}
-	start, err := pglogrepl.ParseLSN(created.ConsistentPoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = pglogrepl.StartReplication(ctx, repl, slot, start, pglogrepl.StartReplicationOptions{
-		PluginArgs: []string{"proto_version '1'", "publication_names 'boxed_pub'"},
-	})
-	if err != nil {
-		t.Fatalf("start replication: %v", err)
-	}
 	if _, err := conn.Exec(ctx, "INSERT INTO boxed VALUES (7, 'seven')"); err != nil {
 		t.Fatal(err)
 	}

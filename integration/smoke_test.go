@@ -129,36 +129,8 @@ func TestSmokePostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	for _, q := range []string{
-		"CREATE TABLE smoke (id int PRIMARY KEY, name text NOT NULL)",
-		"CREATE PUBLICATION smoke_pub FOR TABLE smoke",
-	} {
-		if _, err := conn.Exec(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-
-	repl, err := pgconn.Connect(ctx, url+"&replication=database")
-	if err != nil {
-		t.Fatal(err)
-	}
+	repl := startPgoutput(ctx, t, conn, url, "smoke")
 	defer repl.Close(ctx)
-	slot := "smoke_" + strconv.FormatInt(time.Now().UnixNano()%1e9, 10)
-	created, err := pglogrepl.CreateReplicationSlot(ctx, repl, slot, "pgoutput",
-		pglogrepl.CreateReplicationSlotOptions{Temporary: true})
-	if err != nil {
-		t.Fatalf("create slot: %v", err)
-	}
-	start, err := pglogrepl.ParseLSN(created.ConsistentPoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = pglogrepl.StartReplication(ctx, repl, slot, start, pglogrepl.StartReplicationOptions{
-		PluginArgs: []string{"proto_version '1'", "publication_names 'smoke_pub'"},
-	})
-	if err != nil {
-		t.Fatalf("start replication: %v", err)
-	}
 
 	const rows = 100
 	if _, err := conn.Exec(ctx, "INSERT INTO smoke SELECT g, 'row ' || g FROM generate_series(1, $1) g", rows); err != nil {
@@ -193,4 +165,43 @@ func TestSmokePostgres(t *testing.T) {
 			got[name] = true
 		}
 	}
+}
+
+// startPgoutput creates table (id int PRIMARY KEY, name text), a publication of it and a
+// temporary pgoutput slot, and starts replication; rows inserted afterwards arrive on the
+// returned connection, which the caller closes.
+func startPgoutput(ctx context.Context, t *testing.T, conn *pgx.Conn, url, table string) *pgconn.PgConn {
+	t.Helper()
+	for _, q := range []string{
+		"CREATE TABLE " + table + " (id int PRIMARY KEY, name text NOT NULL)",
+		"CREATE PUBLICATION " + table + "_pub FOR TABLE " + table,
+	} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	repl, err := pgconn.Connect(ctx, url+"&replication=database")
+	if err != nil {
+		t.Fatal(err)
+	}
+	slot := table + "_" + strconv.FormatInt(time.Now().UnixNano()%1e9, 10)
+	created, err := pglogrepl.CreateReplicationSlot(ctx, repl, slot, "pgoutput",
+		pglogrepl.CreateReplicationSlotOptions{Temporary: true})
+	if err != nil {
+		repl.Close(ctx)
+		t.Fatalf("create pgoutput slot: %v", err)
+	}
+	start, err := pglogrepl.ParseLSN(created.ConsistentPoint)
+	if err != nil {
+		repl.Close(ctx)
+		t.Fatal(err)
+	}
+	err = pglogrepl.StartReplication(ctx, repl, slot, start, pglogrepl.StartReplicationOptions{
+		PluginArgs: []string{"proto_version '1'", "publication_names '" + table + "_pub'"},
+	})
+	if err != nil {
+		repl.Close(ctx)
+		t.Fatalf("start replication: %v", err)
+	}
+	return repl
 }

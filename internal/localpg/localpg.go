@@ -84,7 +84,7 @@ func Start(ctx context.Context, base string) (*Cluster, error) {
 		return nil, fmt.Errorf("localpg: initdb: %w\n%s", err, out)
 	}
 	for attempt := 0; ; attempt++ {
-		if p.Port, err = freePort(); err != nil {
+		if p.Port, err = FreePort(); err != nil {
 			return nil, err
 		}
 		if err = p.writeConfig(data); err != nil {
@@ -95,7 +95,7 @@ func Start(ctx context.Context, base string) (*Cluster, error) {
 			break
 		}
 		if attempt == 2 {
-			return nil, fmt.Errorf("localpg: pg_ctl start: %w\n%s\n%s", err, out, tail(p.LogPath(), 20))
+			return nil, fmt.Errorf("localpg: pg_ctl start: %w\n%s\n%s", err, out, LogTail(p.LogPath(), 20))
 		}
 	}
 	p.URL = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", p.Port)
@@ -225,9 +225,10 @@ func WithDatabase(rawURL, name string) (string, error) {
 	return u.String(), nil
 }
 
-// freePort asks the kernel for a free loopback port. Another process may take it before the
-// server binds it; Start retries.
-func freePort() (int, error) {
+// FreePort asks the kernel for a free loopback port. Another process may take it before a
+// server binds it; Start retries, and so should other callers (the test harness uses it for
+// Kafka too).
+func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
@@ -236,8 +237,8 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// tail returns the last n lines of a file, for error messages.
-func tail(path string, n int) string {
+// LogTail returns the last n lines of a server log, for error messages.
+func LogTail(path string, n int) string {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Sprintf("(cannot read %s: %v)", path, err)

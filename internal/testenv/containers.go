@@ -221,7 +221,7 @@ func runPostgresContainer(ctx context.Context) (*testcontainers.DockerContainer,
 		testcontainers.WithWaitStrategy(readyWhen{what: "postgres", limit: 60 * time.Second, probe: postgresAnswers}),
 	)
 	if err != nil {
-		return c, "", logPath, fmt.Errorf("testenv: postgres container: %w\n%s", err, tail(logPath, 20))
+		return c, "", logPath, fmt.Errorf("testenv: postgres container: %w\n%s", err, localpg.LogTail(logPath, 20))
 	}
 	u, err := postgresURL(ctx, c)
 	return c, u, logPath, err
@@ -266,7 +266,7 @@ func kafkaContainer(ctx context.Context) (c *testcontainers.DockerContainer, bro
 // runKafkaContainer runs a single-node KRaft broker. The broker must advertise an address the
 // host can reach, so it listens on the same free port inside and outside the container.
 func runKafkaContainer(ctx context.Context) (*testcontainers.DockerContainer, []string, string, error) {
-	port, err := freePort()
+	port, err := localpg.FreePort()
 	if err != nil {
 		return nil, nil, "", err
 	}
@@ -287,7 +287,7 @@ func runKafkaContainer(ctx context.Context) (*testcontainers.DockerContainer, []
 			probe: func(ctx context.Context, _ wait.StrategyTarget) error { return kafkaAnswers(ctx, brokers) }}),
 	)
 	if err != nil {
-		return c, nil, logPath, fmt.Errorf("testenv: kafka container: %w\n%s", err, tail(logPath, 20))
+		return c, nil, logPath, fmt.Errorf("testenv: kafka container: %w\n%s", err, localpg.LogTail(logPath, 20))
 	}
 	return c, brokers, logPath, nil
 }

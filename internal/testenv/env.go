@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -201,33 +200,9 @@ func printTailOnFailure(tb testing.TB, what, logPath string) {
 	}
 	tb.Cleanup(func() {
 		if tb.Failed() {
-			tb.Logf("last lines of the %s log (%s):\n%s", what, logPath, tail(logPath, 40))
+			tb.Logf("last lines of the %s log (%s):\n%s", what, logPath, localpg.LogTail(logPath, 40))
 		}
 	})
-}
-
-// freePort asks the kernel for a free loopback port. Another process may take it before we
-// bind it; callers that can retry do.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// tail returns the last n lines of a file, for error messages.
-func tail(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Sprintf("(cannot read %s: %v)", path, err)
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 // moduleRoot finds the folder holding go.mod, from the working directory upwards (go test runs

@@ -15,6 +15,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tarnhq/tarn/internal/localpg"
 )
 
 // KafkaProcess is a single-node Apache Kafka in KRaft mode (broker and controller in one JVM),
@@ -48,11 +50,11 @@ func StartKafka(ctx context.Context, base string) (*KafkaProcess, error) {
 		return nil, err
 	}
 	k := &KafkaProcess{Dir: dir}
-	port, err := freePort()
+	port, err := localpg.FreePort()
 	if err != nil {
 		return nil, err
 	}
-	controllerPort, err := freePort()
+	controllerPort, err := localpg.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +87,7 @@ func StartKafka(ctx context.Context, base string) (*KafkaProcess, error) {
 	go func() { k.cmd.Wait(); logFile.Close(); close(k.exited) }()
 	if err := k.waitReady(ctx, 90*time.Second); err != nil {
 		k.Stop()
-		return nil, fmt.Errorf("%w\n%s", err, tail(k.LogPath(), 30))
+		return nil, fmt.Errorf("%w\n%s", err, localpg.LogTail(k.LogPath(), 30))
 	}
 	return k, nil
 }
