@@ -59,6 +59,16 @@ func (r *Runtime) Views() []Info {
 	return out
 }
 
+// Info describes one view, as Views does, without describing the others.
+func (r *Runtime) Info(view Name) (Info, error) {
+	for _, vr := range r.order {
+		if vr.v.name == view {
+			return vr.info(), nil
+		}
+	}
+	return Info{}, fmt.Errorf("%w: %q", ErrUnknownView, view)
+}
+
 func (e *engine) info() Info {
 	in := Info{Name: e.v.name, Version: e.v.version, Fingerprint: e.v.finger, Windowed: e.v.Windowed(),
 		Queryable: e.v.Queryable(), Running: e.running.Load(), Positions: e.positions(), Lag: map[string]int64{}}
