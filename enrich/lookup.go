@@ -2,10 +2,11 @@ package enrich
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
+
+	json "github.com/goccy/go-json"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -170,14 +171,14 @@ type lookupOp[V, T, W any] struct {
 	m    *lookupMetrics
 }
 
-// lookupState is one view's lookups in one runtime.
+// lookupState is one view's lookups in one runtime, shared by its tasks (which may run at the
+// same time: the cache locks, the semaphore is a channel).
 type lookupState[V, T any] struct {
-	cache   *cache[T]
-	sem     chan struct{}
-	batches map[int32]*lookupBatch[V, T] // by task partition
+	cache *cache[T]
+	sem   chan struct{}
 }
 
-// lookupBatch is what one task's current batch waits for.
+// lookupBatch is what one task's current batch waits for (a [views.BatchLocal]).
 type lookupBatch[V, T any] struct {
 	flights map[string]*flight[T]      // by lookup key
 	queues  map[string][]waiting[V, T] // by record key
@@ -201,24 +202,27 @@ type waiting[V, T any] struct {
 func (o *lookupOp[V, T, W]) state(c views.Context) *lookupState[V, T] {
 	return views.Local(c, "\x00lookup:"+o.step, func() *lookupState[V, T] {
 		return &lookupState[V, T]{cache: newCache[T](o.l.CacheSize, o.l.TTL, o.l.NegativeTTL),
-			sem: make(chan struct{}, o.l.Concurrency), batches: map[int32]*lookupBatch[V, T]{}}
+			sem: make(chan struct{}, o.l.Concurrency)}
+	})
+}
+
+// batch is the lookups of the current batch of the task pc handles.
+func (o *lookupOp[V, T, W]) batch(pc *views.ProcessContext[W]) *lookupBatch[V, T] {
+	return views.BatchLocal(pc, "\x00lookup-batch:"+o.step, func() *lookupBatch[V, T] {
+		return &lookupBatch[V, T]{flights: map[string]*flight[T]{}, queues: map[string][]waiting[V, T]{}}
 	})
 }
 
 func (o *lookupOp[V, T, W]) record(pc *views.ProcessContext[W], key string, v V, ts time.Time) error {
 	st := o.state(pc)
 	lk := o.l.Key(key, v)
-	b := st.batches[pc.Partition()]
+	b := o.batch(pc)
 	row, found, hit := st.cache.get(lk, time.Now())
-	coalesced := !hit && b != nil && b.flights[lk] != nil
+	coalesced := !hit && b.flights[lk] != nil
 	o.m.lookup(o.step, resultOf(hit, found, coalesced))
-	queued := b != nil && b.queues[key] != nil
+	queued := b.queues[key] != nil
 	if hit && !queued {
 		return emitJoined(pc, o.l.Mode, key, v, row, found, ts, o.l.Join)
-	}
-	if b == nil {
-		b = &lookupBatch[V, T]{flights: map[string]*flight[T]{}, queues: map[string][]waiting[V, T]{}}
-		st.batches[pc.Partition()] = b
 	}
 	if !queued {
 		b.order = append(b.order, key)
@@ -285,14 +289,12 @@ func (o *lookupOp[V, T, W]) fetch(lk string) (T, bool, error) {
 
 // flush joins the records that waited, key by key in order, once their lookups are done.
 func (o *lookupOp[V, T, W]) flush(pc *views.ProcessContext[W]) error {
-	st := o.state(pc)
-	b := st.batches[pc.Partition()]
-	if b == nil {
-		return nil
-	}
-	delete(st.batches, pc.Partition())
-	for _, key := range b.order {
-		for _, w := range b.queues[key] {
+	b := o.batch(pc)
+	// Flush runs until nothing more is emitted: what it handles now is no longer waiting.
+	order, queues := b.order, b.queues
+	b.order, b.queues, b.flights = nil, map[string][]waiting[V, T]{}, map[string]*flight[T]{}
+	for _, key := range order {
+		for _, w := range queues[key] {
 			if w.f.done != nil {
 				<-w.f.done
 			}

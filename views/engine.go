@@ -12,7 +12,9 @@ import (
 
 	"github.com/tarnhq/tarn/internal/topic"
 	"github.com/tarnhq/tarn/state"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // errRecreate ends one consumer session after a failure whose effects are unknown (a produce
@@ -28,10 +30,81 @@ type taskID struct {
 // runTask is a task with its store handles.
 type runTask struct {
 	*task
+	w       *writes // the task's writes in the current batch
 	stores  []state.Store
 	meta    *state.KV
 	writeFP bool
 	served  offsetStore // the served store's partition, if this task has it
+}
+
+// writes collects one task's store writes in one batch, in a Txn begun on first use, and sends
+// the records the task produces at once. Each task has its own, so that the tasks of one poll
+// run in parallel; the engine applies each Txn when the batch commits.
+type writes struct {
+	e   *engine
+	txn *state.Txn
+}
+
+func newWrites(e *engine) *writes { return &writes{e: e} }
+
+// tx returns the batch's Txn, beginning it on first use.
+func (w *writes) tx() *state.Txn {
+	if w.txn == nil {
+		w.txn = w.e.rt.cfg.State.NewTxn()
+	}
+	return w.txn
+}
+
+// produce and partitions make the writes the sink of their task.
+func (w *writes) produce(r *kgo.Record)         { w.e.produce(r) }
+func (w *writes) partitions(topic string) int32 { return w.e.parts[topic] }
+
+// discard drops the batch's store writes unless they were applied.
+func (w *writes) discard() {
+	if w.txn != nil {
+		w.txn.Discard()
+		w.txn = nil
+	}
+}
+
+// sender sends the records of one batch (outputs, repartition records, dead letters) as its
+// tasks produce them, so that Kafka stores them while the batch is still being processed,
+// and waits for their acknowledgements when the batch commits.
+type sender struct {
+	ctx  context.Context
+	cl   *kgo.Client
+	wg   sync.WaitGroup
+	mu   sync.Mutex
+	sent int
+	errs []error
+}
+
+func (s *sender) send(r *kgo.Record) {
+	s.mu.Lock()
+	s.sent++
+	s.mu.Unlock()
+	s.wg.Add(1)
+	s.cl.Produce(s.ctx, r, s.acked)
+}
+
+func (s *sender) acked(r *kgo.Record, err error) {
+	defer s.wg.Done()
+	if err != nil {
+		s.mu.Lock()
+		s.errs = append(s.errs, fmt.Errorf("produce to %s: %w", r.Topic, err))
+		s.mu.Unlock()
+	}
+}
+
+// wait returns when every record sent is acknowledged (or failed).
+func (s *sender) wait() error {
+	s.wg.Wait()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.errs) > 0 {
+		return fmt.Errorf("%d of %d output records failed, first: %w", len(s.errs), s.sent, s.errs[0])
+	}
+	return nil
 }
 
 // offsetStore is a store partition that knows the changelog offset it applied.
@@ -57,8 +130,7 @@ type engine struct {
 	base     []kgo.Opt
 
 	// Used by the loop goroutine only.
-	txn     *state.Txn
-	out     []*kgo.Record
+	sender  *sender // of the batch in hand; its tasks use it too
 	pending map[taskID]bool
 	// wake ends a poll waiting for records when partitions are assigned: their tasks must
 	// restore and serve even when no new input arrives for them.
@@ -68,7 +140,10 @@ type engine struct {
 		sync.Mutex
 		tasks     map[taskID]*runTask
 		restoring map[taskID]bool
-		lag       map[string]int64 // "topic/partition" → records behind
+		// applied are the input offsets after the last applied batch of this session, the
+		// ones an at-least-once commit may name.
+		applied map[string]map[int32]kgo.EpochOffset
+		lag     map[string]int64 // "topic/partition" → records behind
 	}
 	running atomic.Bool
 	side    *sideReader // side inputs: co-tables and followed topics (sidereader.go)
@@ -98,8 +173,9 @@ func newEngine(r *Runtime, v *View) *engine {
 	return e
 }
 
-// produce and partitions make the engine the sink of its tasks.
-func (e *engine) produce(r *kgo.Record)         { e.out = append(e.out, r) }
+// produce and partitions make the engine the sink of its tasks and of followed topics' dead
+// letters: records go to Kafka at once.
+func (e *engine) produce(r *kgo.Record)         { e.sender.send(r) }
 func (e *engine) partitions(topic string) int32 { return e.parts[topic] }
 
 func (e *engine) run(ctx context.Context) error {
@@ -161,7 +237,9 @@ func (e *engine) newConsumer() (consumer, error) {
 	for t := range e.bySource {
 		topics = append(topics, t)
 	}
-	opts := append(append([]kgo.Opt{}, e.base...),
+	// A batch's records are all produced before the loop waits for them, so lingering for
+	// more (franz-go's default is 10 ms) would only delay every batch; ClientOpts may override.
+	opts := append(append([]kgo.Opt{kgo.ProducerLinger(0)}, e.base...),
 		kgo.ConsumerGroup(e.group),
 		kgo.ConsumeTopics(topics...),
 		kgo.Balancers(e.balancer()),
@@ -172,7 +250,7 @@ func (e *engine) newConsumer() (consumer, error) {
 		kgo.ClientID(clientIDPrefix+cfg.AdvertiseAddr),
 		kgo.OnPartitionsAssigned(e.assigned),
 		kgo.OnPartitionsRevoked(e.revoked),
-		kgo.OnPartitionsLost(e.revoked),
+		kgo.OnPartitionsLost(e.lost),
 	)
 	if !cfg.ExactlyOnce || e.frozen {
 		cl, err := kgo.NewClient(opts...)
@@ -200,7 +278,18 @@ func (e *engine) session(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("views: view %q: kafka client: %w", e.v.name, err)
 	}
-	defer c.close()
+	e.mu.Lock()
+	e.mu.applied = nil
+	e.mu.Unlock()
+	defer func() {
+		if c.sess == nil {
+			// The last asynchronous commit lands before the group is left, even on a stop.
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			e.commitApplied(cctx, c.cl)
+			cancel()
+		}
+		c.close()
+	}()
 	e.running.Store(true)
 	defer e.running.Store(false)
 	for {
@@ -266,21 +355,26 @@ func kgoRetriable(err error) bool {
 	return errors.As(err, &re) && re.IsRetriable()
 }
 
-// batch processes one poll and commits it.
+// batch processes one poll and commits it. Exactly once, the transaction begins first: the
+// records the tasks produce are sent as they come, inside it.
 func (e *engine) batch(ctx context.Context, c consumer, fs kgo.Fetches) error {
-	e.txn = e.rt.cfg.State.NewTxn()
-	e.out = e.out[:0]
+	defer e.discardWrites()
+	if c.sess != nil {
+		if err := c.sess.Begin(); err != nil {
+			return fmt.Errorf("%w: begin transaction: %w", errRecreate, err)
+		}
+	}
+	e.sender = &sender{ctx: ctx, cl: c.cl}
 	touched, n, err := e.process(ctx, fs)
 	if err != nil {
-		e.txn.Discard()
 		e.sidesDiscarded()
+		e.abandon(ctx, c)
 		return err
 	}
 	e.rt.metrics.records.WithLabelValues(string(e.v.name)).Add(float64(n))
 	e.processed.Add(int64(n))
 	committed, err := e.commit(ctx, c)
 	if err != nil || !committed {
-		e.txn.Discard()
 		e.sidesDiscarded()
 		for _, t := range touched {
 			t.changes = t.changes[:0]
@@ -292,54 +386,119 @@ func (e *engine) batch(ctx context.Context, c consumer, fs kgo.Fetches) error {
 	return nil
 }
 
-// process runs the polled records through their tasks and flushes the tasks' caches into the
-// write set.
+// abandon ends a batch that failed before its commit: its records are waited for and, exactly
+// once, its transaction aborted. At least once, the records sent stay (the batch is redone).
+func (e *engine) abandon(ctx context.Context, c consumer) {
+	_ = e.sender.wait()
+	if c.sess != nil {
+		if _, err := c.sess.End(ctx, kgo.TryAbort); err != nil {
+			e.log.Warn("views: abort the transaction of a failed batch", "err", err)
+		}
+	}
+}
+
+// batchWrites returns the writes of every task that wrote in the batch.
+func (e *engine) batchWrites() []*writes {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var ws []*writes
+	for _, t := range e.mu.tasks {
+		if t.w.txn != nil {
+			ws = append(ws, t.w)
+		}
+	}
+	return ws
+}
+
+// discardWrites drops the store writes of the batch that were not applied.
+func (e *engine) discardWrites() {
+	for _, w := range e.batchWrites() {
+		w.discard()
+	}
+}
+
+// process runs the polled records through their tasks, the tasks in parallel, and flushes the
+// tasks' caches into their write sets. A task's records keep the order of the poll.
 func (e *engine) process(ctx context.Context, fs kgo.Fetches) ([]*runTask, int, error) {
-	var (
-		touched []*runTask
-		seen    = map[*runTask]bool{}
-		n       int
-		err     error
-	)
 	if err := e.syncSides(ctx, fs); err != nil {
 		return nil, 0, err
 	}
+	var (
+		touched []*runTask
+		inputs  = map[*runTask][]kgo.FetchTopicPartition{}
+		n       int
+		err     error
+	)
 	fs.EachPartition(func(p kgo.FetchTopicPartition) {
 		if err != nil || len(p.Records) == 0 {
 			return
 		}
-		src, sub := e.bySource[p.Topic], e.subOf[p.Topic]
 		var t *runTask
-		if t, err = e.task(ctx, taskID{sub.id, p.Partition}); err != nil {
+		if t, err = e.task(ctx, taskID{e.subOf[p.Topic].id, p.Partition}); err != nil {
 			return
 		}
-		if !seen[t] {
-			seen[t] = true
+		if inputs[t] == nil {
 			touched = append(touched, t)
 		}
-		for _, r := range p.Records {
-			if err = t.process(src, r); err != nil {
-				return
-			}
-		}
+		inputs[t] = append(inputs[t], p)
 		n += len(p.Records)
-		e.noteLag(p)
 	})
 	if err != nil {
 		return nil, 0, err
 	}
-	for _, t := range touched {
-		if err := t.flush(); err != nil {
-			return nil, 0, err
-		}
-		if t.writeFP {
-			if err := t.meta.Put(e.txn, []byte(fingerprintKey), []byte(e.v.finger)); err != nil {
-				return nil, 0, err
-			}
-			t.writeFP = false
-		}
+	errs := make([]error, len(touched))
+	parallel(len(touched), e.rt.cfg.TaskParallelism, func(i int) { errs[i] = e.processTask(touched[i], inputs[touched[i]]) })
+	if err := errors.Join(errs...); err != nil {
+		return nil, 0, err
 	}
 	return touched, n, nil
+}
+
+// processTask runs one task's records of a poll and flushes its caches.
+func (e *engine) processTask(t *runTask, inputs []kgo.FetchTopicPartition) error {
+	for _, p := range inputs {
+		src := e.bySource[p.Topic]
+		for _, r := range p.Records {
+			if err := t.process(src, r); err != nil {
+				return err
+			}
+		}
+		e.noteLag(p)
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	if t.writeFP {
+		if err := t.meta.Put(t.w.tx(), []byte(fingerprintKey), []byte(e.v.finger)); err != nil {
+			return err
+		}
+		t.writeFP = false
+	}
+	return nil
+}
+
+// parallel calls fn(0) … fn(n-1) on at most workers goroutines and waits for them.
+func parallel(n, workers int, fn func(i int)) {
+	if n == 1 || workers <= 1 {
+		for i := range n {
+			fn(i)
+		}
+		return
+	}
+	next := make(chan int, n)
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	var wg sync.WaitGroup
+	for range min(n, workers) {
+		wg.Go(func() {
+			for i := range next {
+				fn(i)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 func (e *engine) noteLag(p kgo.FetchTopicPartition) {
@@ -354,16 +513,13 @@ func (e *engine) noteLag(p kgo.FetchTopicPartition) {
 }
 
 // commit makes the batch durable: outputs and changelog records acknowledged (and, exactly
-// once, the transaction with the input offsets committed), then the write set applied to
-// Pebble, then (at least once) the input offsets committed. It reports false when an
-// exactly-once transaction aborted: the session rewound the inputs and the batch is redone.
+// once, the transaction with the input offsets committed), then each task's write set applied
+// to Pebble, then (at least once) the input offsets committed without waiting (commitAsync).
+// It reports false when an exactly-once transaction aborted: the session rewound the inputs
+// and the batch is redone.
 func (e *engine) commit(ctx context.Context, c consumer) (bool, error) {
-	if c.sess != nil {
-		if err := c.sess.Begin(); err != nil {
-			return false, fmt.Errorf("%w: begin transaction: %w", errRecreate, err)
-		}
-	}
-	perr := e.produceAll(ctx, c.cl)
+	ws := e.batchWrites()
+	perr := e.waitProduced(ctx, c.cl, ws)
 	if c.sess != nil {
 		end := kgo.TryCommit
 		if perr != nil {
@@ -383,42 +539,67 @@ func (e *engine) commit(ctx context.Context, c consumer) (bool, error) {
 	} else if perr != nil {
 		return false, fmt.Errorf("%w: %w", errRecreate, perr)
 	}
-	if err := e.txn.Apply(); err != nil {
-		return false, fmt.Errorf("views: view %q: apply batch: %w", e.v.name, err)
+	for _, w := range ws {
+		if err := w.txn.Apply(); err != nil {
+			return false, fmt.Errorf("views: view %q: apply batch: %w", e.v.name, err)
+		}
+		w.txn = nil
 	}
 	if c.sess == nil {
-		if err := c.cl.CommitUncommittedOffsets(ctx); err != nil {
-			return true, fmt.Errorf("%w: commit offsets: %w", errRecreate, err)
-		}
+		e.commitAsync(ctx, c.cl)
 	}
 	return true, nil
 }
 
-// produceAll sends the batch's outputs, repartition records and dead letters, and its
-// changelog records, and waits for every acknowledgement.
-func (e *engine) produceAll(ctx context.Context, cl *kgo.Client) error {
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-	)
-	for _, r := range e.out {
-		wg.Add(1)
-		cl.Produce(ctx, r, func(r *kgo.Record, err error) {
-			defer wg.Done()
-			if err != nil {
-				mu.Lock()
-				errs = append(errs, fmt.Errorf("produce to %s: %w", r.Topic, err))
-				mu.Unlock()
-			}
-		})
+// waitProduced sends the batch's changelog records and waits for every acknowledgement: of
+// those and of the records the tasks produced.
+func (e *engine) waitProduced(ctx context.Context, cl *kgo.Client, ws []*writes) error {
+	// Each Txn waits for its own changelog acknowledgements; they all run at once.
+	errs := make([]error, len(ws)+1)
+	var wg sync.WaitGroup
+	for i, w := range ws {
+		wg.Go(func() { errs[i] = w.txn.Produce(ctx, cl) })
 	}
-	cerr := e.txn.Produce(ctx, cl)
+	errs[len(ws)] = e.sender.wait()
 	wg.Wait()
-	if len(errs) > 0 {
-		cerr = errors.Join(cerr, fmt.Errorf("%d of %d output records failed, first: %w", len(errs), len(e.out), errs[0]))
+	return errors.Join(errs...)
+}
+
+// commitAsync commits the offsets of the batch just applied without waiting for the broker,
+// so that the next batch starts at once; franz-go keeps commits in order. A failed commit
+// loses nothing: the next one covers it, and until then a restart repeats the records (at
+// least once). The revoke callback commits synchronously before partitions move.
+func (e *engine) commitAsync(ctx context.Context, cl *kgo.Client) {
+	offsets := cl.UncommittedOffsets() // every record polled is in the batch just applied
+	e.mu.Lock()
+	e.mu.applied = offsets
+	e.mu.Unlock()
+	cl.CommitOffsets(ctx, offsets, e.committed)
+}
+
+// commitApplied commits the offsets of the last applied batch and waits for every commit in
+// flight. It never commits records of a batch that failed: those are polled but not applied.
+func (e *engine) commitApplied(ctx context.Context, cl *kgo.Client) {
+	e.mu.Lock()
+	offsets := e.mu.applied
+	e.mu.Unlock()
+	cl.CommitOffsetsSync(ctx, offsets, e.committed)
+}
+
+// committed logs a failed offset commit.
+func (e *engine) committed(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+	if err == nil && resp != nil {
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				if perr := kerr.ErrorForCode(p.ErrorCode); perr != nil && err == nil {
+					err = fmt.Errorf("%s/%d: %w", t.Topic, p.Partition, perr)
+				}
+			}
+		}
 	}
-	return cerr
+	if err != nil && !errors.Is(err, context.Canceled) {
+		e.log.Warn("views: commit input offsets; the next commit covers them", "err", err)
+	}
 }
 
 // assigned notes new partitions and wakes the loop, which restores their tasks before it
@@ -436,9 +617,19 @@ func (e *engine) assigned(_ context.Context, _ *kgo.Client, m map[string][]int32
 	}
 }
 
-// revoked closes the tasks of revoked or lost partitions. With BlockRebalanceOnPoll it runs
-// between batches, after the last one committed.
-func (e *engine) revoked(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+// revoked commits the consumed offsets and closes the tasks of revoked partitions. With
+// BlockRebalanceOnPoll it runs between batches, after the last one was applied.
+func (e *engine) revoked(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
+	if !e.rt.cfg.ExactlyOnce || e.frozen {
+		// At least once, commits are asynchronous (commitAsync): the last batch's must land
+		// before its partitions move. A sync commit waits for those in flight.
+		e.commitApplied(ctx, cl)
+	}
+	e.lost(ctx, cl, m)
+}
+
+// lost closes the tasks of partitions that were revoked or lost (where committing is too late).
+func (e *engine) lost(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for t, ps := range m {

@@ -93,7 +93,8 @@ func (e *engine) setupFrozen(ctx context.Context) error {
 func (e *engine) openFrozen(ctx context.Context, id taskID) (*runTask, error) {
 	db := e.rt.cfg.State
 	st := e.v.served
-	t := &runTask{task: newTask(e.env, e.v.subs[0], id.part, e)}
+	w := newWrites(e)
+	t := &runTask{task: newTask(e.env, e.v.subs[0], id.part, w), w: w}
 	var store offsetStore
 	if st.windowed {
 		w, err := db.Window(e.storeID(st.name, id.part), st.windowOptions())

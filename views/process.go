@@ -57,7 +57,7 @@ type WindowKV interface {
 
 // Range makes the runtime's key-value stores usable as [KV].
 func (a kvAdapter) Range(from, to []byte, fn func(k, v []byte) error) error {
-	it, err := a.kv.Range(a.e.txn, from, to)
+	it, err := a.kv.Range(a.w.tx(), from, to)
 	if err != nil {
 		return err
 	}
@@ -328,9 +328,9 @@ type Context interface {
 }
 
 // Local returns the state called name of this view in this runtime, made by mk on first use
-// and shared by all the view's tasks here (a cache, a client). Use it from Record, Flush and
-// Follow functions only (the view's goroutine); state shared with other goroutines must do
-// its own locking. Definitions are shared between runtimes, so per-runtime state lives here,
+// and shared by all the view's tasks here (a cache, a client). The tasks of one batch run in
+// parallel ([Config].TaskParallelism), so the state must be safe for concurrent use; per-task
+// batch state belongs in [BatchLocal]. Definitions are shared between runtimes, so per-runtime state lives here,
 // never in a definition's closures.
 func Local[T any](c Context, name string, mk func() T) T {
 	e, _, _ := c.scope()

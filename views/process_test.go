@@ -7,6 +7,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -35,17 +36,15 @@ func countingProcessor() Processor[trade, int64] {
 			if err := kv.Set([]byte(key), binary.BigEndian.AppendUint64(nil, uint64(n))); err != nil {
 				return err
 			}
-			total := Local(pc, "total", func() *int64 { return new(int64) })
-			*total++
+			// Local state is shared by the tasks, which run in parallel.
+			Local(pc, "total", func() *atomic.Int64 { return new(atomic.Int64) }).Add(1)
 			return pc.Emit(key, n, ts)
 		},
 		Flush: func(pc *ProcessContext[int64]) error {
-			total := Local(pc, "total", func() *int64 { return new(int64) })
-			if *total == 0 {
+			n := Local(pc, "total", func() *atomic.Int64 { return new(atomic.Int64) }).Swap(0)
+			if n == 0 {
 				return nil
 			}
-			n := *total
-			*total = 0
 			return pc.Emit("batch", n, time.UnixMilli(0))
 		},
 	}

@@ -174,6 +174,9 @@ func TestKafkaRebuildCountToSum(t *testing.T) {
 			if errors.Is(err, ErrRestoring) || errors.As(err, &notOwner) { // still joining its group
 				return errNotYet
 			}
+			if rt.Views()[0].Version == 2 { // switched between the two reads
+				return nil
+			}
 			t.Fatalf("during the rebuild (lag %d, eta %v): %v", info.Rebuild.TotalLag, info.Rebuild.ETA, err)
 		}
 		during++

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -69,6 +70,9 @@ type Config struct {
 	IdleTimeout time.Duration
 	// MaxPollRecords bounds one batch. Default 10000.
 	MaxPollRecords int
+	// TaskParallelism is how many tasks (partitions) of one view process a batch at the same
+	// time. State made with [Local] is shared by them. Default GOMAXPROCS.
+	TaskParallelism int
 	// Partitions is the partition count of topics the runtime creates (repartition, output
 	// and dead-letter topics that do not exist). Default: the largest partition count among
 	// each view's source topics.
@@ -96,6 +100,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxPollRecords == 0 {
 		c.MaxPollRecords = 10000
+	}
+	if c.TaskParallelism == 0 {
+		c.TaskParallelism = runtime.GOMAXPROCS(0)
 	}
 	if c.ReplicationFactor == 0 {
 		c.ReplicationFactor = -1
@@ -145,8 +152,8 @@ func (c Config) Validate() error {
 			seen[v.name] = true
 		}
 	}
-	if c.IdleTimeout < 0 || c.MaxPollRecords < 0 || c.Partitions < 0 || c.TransactionTimeout < 0 {
-		add("IdleTimeout, MaxPollRecords, Partitions and TransactionTimeout must not be negative")
+	if c.IdleTimeout < 0 || c.MaxPollRecords < 0 || c.Partitions < 0 || c.TransactionTimeout < 0 || c.TaskParallelism < 0 {
+		add("IdleTimeout, MaxPollRecords, Partitions, TransactionTimeout and TaskParallelism must not be negative")
 	}
 	for _, p := range c.Rebuild.validate() {
 		add("%s", p)

@@ -246,7 +246,8 @@ func (e *engine) open(ctx context.Context, id taskID) (*runTask, error) {
 	}
 	db := e.rt.cfg.State
 	sub := e.v.subs[id.sub]
-	t := &runTask{task: newTask(e.env, sub, id.part, e)}
+	w := newWrites(e)
+	t := &runTask{task: newTask(e.env, sub, id.part, w), w: w}
 	for _, st := range sub.stores {
 		var rec *task
 		if st == e.v.served {
@@ -257,7 +258,7 @@ func (e *engine) open(ctx context.Context, id taskID) (*runTask, error) {
 			if err != nil {
 				return nil, err
 			}
-			t.win[st.index] = winAdapter{e: e, w: w, rec: rec}
+			t.win[st.index] = winAdapter{ws: t.w, w: w, rec: rec}
 			t.stores = append(t.stores, w)
 			if rec != nil {
 				t.served = w
@@ -268,7 +269,7 @@ func (e *engine) open(ctx context.Context, id taskID) (*runTask, error) {
 		if err != nil {
 			return nil, err
 		}
-		t.kv[st.index] = kvAdapter{e: e, kv: kv, rec: rec}
+		t.kv[st.index] = kvAdapter{w: t.w, kv: kv, rec: rec}
 		t.stores = append(t.stores, kv)
 		if rec != nil {
 			t.served = kv

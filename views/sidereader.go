@@ -27,7 +27,11 @@ type sideReader struct {
 	mu     sync.Mutex
 	parts  map[sideTP]*sidePart
 	byTask map[taskID][]*sidePart
-	dirty  []*coPart
+
+	// dirty are the co-table partitions that applied records in the batch; tasks add to it
+	// while they run in parallel, under dirtyMu (mu may be held by the adder already).
+	dirtyMu sync.Mutex
+	dirty   []*coPart
 }
 
 type sideTP struct {
@@ -250,7 +254,11 @@ func (s *sideReader) openCoTable(ctx context.Context, c *coTableSpec, t *runTask
 	return nil
 }
 
-func (s *sideReader) markDirty(co *coPart) { s.dirty = append(s.dirty, co) }
+func (s *sideReader) markDirty(co *coPart) {
+	s.dirtyMu.Lock()
+	s.dirty = append(s.dirty, co)
+	s.dirtyMu.Unlock()
+}
 
 // syncSides brings the side inputs that the fetched batch needs to the ends their topics have
 // now: the followed topics and the co-tables of the tasks with records in fs.
@@ -402,6 +410,8 @@ func (s *sideReader) settled(discarded bool) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.dirtyMu.Lock()
+	defer s.dirtyMu.Unlock()
 	for _, co := range s.dirty {
 		if discarded {
 			co.discarded()

@@ -1,31 +1,32 @@
 package views
 
 import (
-	"encoding/json"
 	"errors"
 	"time"
+
+	json "github.com/goccy/go-json"
 
 	"github.com/tarnhq/tarn/state"
 )
 
 // kvAdapter is a task's view of a state.KV partition: reads and writes go through the
-// engine's write set of the current batch, so reads see the batch's pending writes.
+// task's write set of the current batch, so reads see the batch's pending writes.
 type kvAdapter struct {
-	e   *engine
+	w   *writes
 	kv  *state.KV
 	rec *task // set for the served store: writes are recorded as changes
 }
 
-func (a kvAdapter) Get(k []byte) ([]byte, bool, error) { return a.kv.Get(a.e.txn, k) }
+func (a kvAdapter) Get(k []byte) ([]byte, bool, error) { return a.kv.Get(a.w.tx(), k) }
 
 func (a kvAdapter) Set(k, v []byte) error {
 	a.record(k, v)
-	return a.kv.Put(a.e.txn, k, v)
+	return a.kv.Put(a.w.tx(), k, v)
 }
 
 func (a kvAdapter) Delete(k []byte) error {
 	a.record(k, nil)
-	return a.kv.Delete(a.e.txn, k)
+	return a.kv.Delete(a.w.tx(), k)
 }
 
 func (a kvAdapter) record(k, v []byte) {
@@ -35,7 +36,7 @@ func (a kvAdapter) record(k, v []byte) {
 }
 
 func (a kvAdapter) Scan(fn func(k, v []byte) error) error {
-	it, err := a.kv.Range(a.e.txn, nil, nil)
+	it, err := a.kv.Range(a.w.tx(), nil, nil)
 	if err != nil {
 		return err
 	}
@@ -49,34 +50,34 @@ func (a kvAdapter) Scan(fn func(k, v []byte) error) error {
 
 // winAdapter is a task's view of a state.Window partition, like kvAdapter.
 type winAdapter struct {
-	e   *engine
+	ws  *writes
 	w   *state.Window
 	rec *task
 }
 
 func (a winAdapter) Get(k []byte, start int64) ([]byte, bool, error) {
-	return a.w.Get(a.e.txn, k, time.UnixMilli(start))
+	return a.w.Get(a.ws.tx(), k, time.UnixMilli(start))
 }
 
 func (a winAdapter) Set(k []byte, start int64, v []byte) error {
 	a.record(k, start, v)
-	return a.w.Put(a.e.txn, k, time.UnixMilli(start), v)
+	return a.w.Put(a.ws.tx(), k, time.UnixMilli(start), v)
 }
 
 func (a winAdapter) Delete(k []byte, start int64) error {
 	a.record(k, start, nil)
-	return a.w.Delete(a.e.txn, k, time.UnixMilli(start))
+	return a.w.Delete(a.ws.tx(), k, time.UnixMilli(start))
 }
 
 func (a winAdapter) record(k []byte, start int64, v []byte) {
 	if a.rec != nil {
-		w := a.e.v.window(start, v)
+		w := a.ws.e.v.window(start, v)
 		a.rec.changes = append(a.rec.changes, Change{Partition: a.rec.partition, Key: string(k), Window: &w, Value: v})
 	}
 }
 
 func (a winAdapter) Fetch(k []byte, from, to int64, fn func(int64, []byte) error) error {
-	it, err := a.w.Fetch(a.e.txn, k, time.UnixMilli(from), time.UnixMilli(to))
+	it, err := a.w.Fetch(a.ws.tx(), k, time.UnixMilli(from), time.UnixMilli(to))
 	if err != nil {
 		return err
 	}

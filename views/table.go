@@ -1,8 +1,9 @@
 package views
 
 import (
-	"encoding/json"
 	"fmt"
+
+	json "github.com/goccy/go-json"
 
 	"github.com/tarnhq/tarn/cdc"
 	"github.com/twmb/franz-go/pkg/kgo"

@@ -1,11 +1,11 @@
 package views
 
 import (
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
 
+	json "github.com/goccy/go-json"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 

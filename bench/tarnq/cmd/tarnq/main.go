@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -48,6 +49,7 @@ func main() {
 	flag.StringVar(&o.topics.Bid, "bid-topic", "nexmark-bid", "topic of bids")
 	flag.DurationVar(&o.timeout, "timeout", 30*time.Minute, "give up after this long")
 	flag.Int64Var(&o.memoryMB, "memory-mb", 256, "Pebble memory budget (memtables and block cache), MiB")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	var level slog.Level
 	flag.TextVar(&level, "log-level", slog.LevelWarn, "least level logged to stderr: DEBUG, INFO, WARN or ERROR")
 	// Accepted for the peer's command line; tarn's runtime sizes its own concurrency and
@@ -57,7 +59,13 @@ func main() {
 	flag.Parse()
 	o.brokers = strings.Split(*brokers, ",")
 	o.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	stopProfile, err := startCPUProfile(*cpuProfile)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "tarnq:", err)
+		os.Exit(1)
+	}
 	out, err := run(o)
+	stopProfile()
 	if errors.Is(err, tarnq.ErrNotImplemented) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
@@ -69,6 +77,23 @@ func main() {
 	if out != "" {
 		fmt.Println(out)
 	}
+}
+
+// startCPUProfile writes a CPU profile to path until the returned function is called; an
+// empty path profiles nothing.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 // client returns the options of every Kafka client. Topics are created just before they are
