@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 )
 
 // DB is the process's one Pebble instance holding every store partition as a namespace. Its
@@ -56,6 +57,11 @@ func Open(cfg Config) (*DB, error) {
 		MemTableSize:                plan.memTableSize,
 		MemTableStopWritesThreshold: plan.memTableCount,
 		Logger:                      pebbleLogger{cfg.Logger},
+	}
+	// Aggregations look up keys that are mostly new (a window, a key seen for the first
+	// time): bloom filters answer those misses without reading data blocks.
+	for i := range opts.Levels {
+		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}
 	pdb, err := pebble.Open(cfg.Dir, opts)
 	if err != nil {

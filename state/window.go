@@ -108,9 +108,12 @@ func (w *Window) StreamTime(r Reader) (time.Time, bool, error) {
 
 func (w *Window) streamTime(r Reader) (int64, bool, error) {
 	if t := r.pendingTxn(); t != nil {
-		if tp := t.parts[string(w.p.ns)]; tp != nil {
-			return tp.streamTime, tp.hasStreamTime, nil
+		// The Txn reads it once and keeps it with the partition's pending writes.
+		tp, err := t.part(w.p, w)
+		if err != nil {
+			return 0, false, err
 		}
+		return tp.streamTime, tp.hasStreamTime, nil
 	}
 	return readStreamTime(r.pebbleReader(), w.p)
 }

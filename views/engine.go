@@ -237,9 +237,12 @@ func (e *engine) newConsumer() (consumer, error) {
 	for t := range e.bySource {
 		topics = append(topics, t)
 	}
-	// A batch's records are all produced before the loop waits for them, so lingering for
-	// more (franz-go's default is 10 ms) would only delay every batch; ClientOpts may override.
-	opts := append(append([]kgo.Opt{kgo.ProducerLinger(0)}, e.base...),
+	// The loop waits for a batch's records once they are all produced, so lingering for more
+	// (franz-go's default is 10 ms) would only delay every batch. Records are not compressed
+	// (franz-go's default is snappy, Kafka's is none): outputs, changelogs and repartition
+	// records are usually read back at once, and compressing costs CPU here and on the
+	// broker that validates them. ClientOpts may override both.
+	opts := append(append([]kgo.Opt{kgo.ProducerLinger(0), kgo.ProducerBatchCompression(kgo.NoCompression())}, e.base...),
 		kgo.ConsumerGroup(e.group),
 		kgo.ConsumeTopics(topics...),
 		kgo.Balancers(e.balancer()),
