@@ -457,8 +457,15 @@ func (e *engine) process(ctx context.Context, fs kgo.Fetches) ([]*runTask, int, 
 	return touched, n, nil
 }
 
-// processTask runs one task's records of a poll and flushes its caches.
-func (e *engine) processTask(t *runTask, inputs []kgo.FetchTopicPartition) error {
+// processTask runs one task's records of a poll and flushes its caches. It runs on a worker
+// goroutine, so a panic of view code is turned into an error here, as runEngine does for the
+// loop, rather than ending the process.
+func (e *engine) processTask(t *runTask, inputs []kgo.FetchTopicPartition) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("views: view %q version %d partition %d panicked: %v", e.v.name, e.v.version, t.partition, p)
+		}
+	}()
 	for _, p := range inputs {
 		src := e.bySource[p.Topic]
 		for _, r := range p.Records {
