@@ -255,7 +255,7 @@ func (e *engine) newConsumer() (consumer, error) {
 		kgo.OnPartitionsRevoked(e.revoked),
 		kgo.OnPartitionsLost(e.lost),
 	)
-	if !cfg.ExactlyOnce || e.frozen {
+	if !e.transactional() {
 		cl, err := kgo.NewClient(opts...)
 		return consumer{cl: cl}, err
 	}
@@ -270,6 +270,10 @@ func (e *engine) newConsumer() (consumer, error) {
 	}
 	return consumer{cl: sess.Client(), sess: sess}, nil
 }
+
+// transactional reports whether the engine's consumer is a GroupTransactSession: exactly
+// once, unless the version is frozen (it writes nothing).
+func (e *engine) transactional() bool { return e.rt.cfg.ExactlyOnce && !e.frozen }
 
 // clientIDPrefix marks tarn members in a group; the rest of the client id is the member's
 // advertised HTTP address.
@@ -630,7 +634,7 @@ func (e *engine) assigned(_ context.Context, _ *kgo.Client, m map[string][]int32
 // revoked commits the consumed offsets and closes the tasks of revoked partitions. With
 // BlockRebalanceOnPoll it runs between batches, after the last one was applied.
 func (e *engine) revoked(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
-	if !e.rt.cfg.ExactlyOnce || e.frozen {
+	if !e.transactional() {
 		// At least once, commits are asynchronous (commitAsync): the last batch's must land
 		// before its partitions move. A sync commit waits for those in flight.
 		e.commitApplied(ctx, cl)
