@@ -66,6 +66,17 @@ var semanticViews = map[string]func(b *Builder){
 		w := WindowBy(GroupByKey(trades), Hopping(10*time.Second, 5*time.Second).Grace(0))
 		AggregateWindows(w, "qty", SumOf(func(t trade) float64 { return float64(t.Qty) })).Serve()
 	},
+	"tostream": func(b *Builder) {
+		trades := Source(b, "trades", JSON[trade](), EventTime(func(t trade) time.Time { return time.UnixMilli(t.At) }))
+		w := WindowBy(GroupByKey(trades), Tumbling(10*time.Second).Grace(5*time.Second))
+		updates := CountWindows(w, "counts").ToStream()
+		counts := Map(updates, "count", func(_ string, r WindowRecord[int64]) int64 { return *r.Value })
+		Map(counts, "window-count", func(k string, n int64) string { return k + "=" + strconv.FormatInt(n, 10) }).
+			To("window-counts", JSON[string]())
+		// The largest window count of each key: aggregated in the windows' own task, fed by
+		// their flush.
+		Aggregate(GroupByKey(counts), "largest", MaxOf(func(n int64) int64 { return n })).Serve()
+	},
 	"session": func(b *Builder) {
 		trades := Source(b, "trades", JSON[trade]())
 		w := WindowBy(GroupByKey(trades), Session(5*time.Second).Grace(10*time.Second))

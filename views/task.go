@@ -119,8 +119,12 @@ func (t *task) flush() error {
 	if err := t.drain(); err != nil {
 		return err
 	}
-	for _, f := range t.flushers {
-		if err := f(); err != nil {
+	// By index: a cache fed only by an upstream flush (an aggregation after
+	// WindowedTable.ToStream) registers its flusher during this loop, on its first batch, and
+	// must still be flushed in that batch. Flushers run in the order they were made, so
+	// upstream ones first.
+	for i := 0; i < len(t.flushers); i++ {
+		if err := t.flushers[i](); err != nil {
 			return err
 		}
 	}

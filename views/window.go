@@ -136,6 +136,9 @@ type WindowedTable[A any] struct {
 	st *storeSpec
 	w  Windows
 	p  *port[windowChange[A]]
+	// srcs are the topics of the grouped stream, for the co-partitioning checks of the steps
+	// that [WindowedTable.ToStream] feeds.
+	srcs []topicRef
 }
 
 // Serve makes t the view's queryable store. Values of tumbling, hopping and sliding windows are
@@ -153,6 +156,15 @@ type WindowRecord[A any] struct {
 	Value *A        `json:"value"` // nil when a merged session window was removed
 }
 
+// record is the [WindowRecord] of one window update of key.
+func (c windowChange[A]) record(key string) WindowRecord[A] {
+	rec := WindowRecord[A]{Key: key, Start: time.UnixMilli(c.start).UTC(), End: time.UnixMilli(c.end).UTC()}
+	if !c.deleted {
+		rec.Value = &c.val
+	}
+	return rec
+}
+
 // To sends each window update to topicName as a JSON [WindowRecord] keyed by the key.
 func (t *WindowedTable[A]) To(topicName string) {
 	b := t.b
@@ -163,17 +175,28 @@ func (t *WindowedTable[A]) To(topicName string) {
 	b.view.outputs = append(b.view.outputs, topicName)
 	b.describe("to-windows %s", topicName)
 	t.p.to(func(tk *task, key string, c windowChange[A], ts int64) error {
-		rec := WindowRecord[A]{Key: key, Start: time.UnixMilli(c.start).UTC(), End: time.UnixMilli(c.end).UTC()}
-		if !c.deleted {
-			rec.Value = &c.val
-		}
-		raw, err := json.Marshal(rec)
+		raw, err := json.Marshal(c.record(key))
 		if err != nil {
 			return fmt.Errorf("views: view %q: encode window record: %w", tk.env.view.name, err)
 		}
 		tk.produceKeyed(topicName, key, raw, ts)
 		return nil
 	})
+}
+
+// ToStream continues the view with the table's updates: one [WindowRecord] per window that a
+// change made, keyed by the table's key. Tumbling and hopping windows fold a batch's updates
+// of one window into one, at the newest event time the window took in the batch, as the
+// store's changelog does: a consumer sees each window's values in order, not necessarily
+// every one of them (as behind Kafka Streams' record cache). Nothing goes through Kafka: the
+// stream stays in the table's task until a later step re-keys and groups it.
+func (t *WindowedTable[A]) ToStream() *Stream[WindowRecord[A]] {
+	t.b.describe("to-stream %s", t.st.name)
+	out := &Stream[WindowRecord[A]]{b: t.b, sub: t.st.sub, p: &port[WindowRecord[A]]{}, srcs: t.srcs}
+	t.p.to(func(tk *task, key string, c windowChange[A], ts int64) error {
+		return out.p.emit(tk, key, c.record(key), ts)
+	})
+	return out
 }
 
 // CountWindows counts the records of each key and window.
@@ -192,7 +215,7 @@ func AggregateWindows[V, A any](w *Windowed[V], step string, agg Aggregator[V, A
 	b.describe("aggregate-windows %s %s agg=%s %s->%s", step, w.w, agg.Name, typeName[V](), typeName[A]())
 	st := b.newStore(s.sub, step, true)
 	st.span, st.grace, st.retention = w.w.span(), w.w.grace, w.w.retention
-	out := &WindowedTable[A]{b: b, st: st, w: w.w, p: &port[windowChange[A]]{}}
+	out := &WindowedTable[A]{b: b, st: st, w: w.w, p: &port[windowChange[A]]{}, srcs: s.srcs}
 	if agg.Init == nil || agg.Add == nil || (w.w.kind == session && agg.Merge == nil) {
 		return out
 	}
