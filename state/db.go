@@ -27,6 +27,9 @@ type DB struct {
 		// stores remembers how each namespace was opened, so that one ID is never read
 		// with two different layouts.
 		stores map[string]storeDef
+		// filters are the key filters of the namespaces opened so far (nil: too large to
+		// filter); they outlive handles, since every write since the first handle is in them.
+		filters map[string]*keyFilter
 	}
 }
 
@@ -71,6 +74,7 @@ func Open(cfg Config) (*DB, error) {
 		"block_cache_bytes", plan.blockCacheSize, "memtable_bytes", plan.memTableSize, "memtables", plan.memTableCount)
 	db := &DB{cfg: cfg, pdb: pdb, log: cfg.Logger, metrics: m, memTableSize: plan.memTableSize}
 	db.mu.stores = make(map[string]storeDef)
+	db.mu.filters = make(map[string]*keyFilter)
 	return db, nil
 }
 
@@ -90,22 +94,54 @@ func (db *DB) Close() error {
 	return nil
 }
 
-// register records how a namespace is opened and refuses a different definition.
+// register records how a namespace is opened, refuses a different definition, and gives the
+// handle the namespace's key filter.
 func (db *DB) register(id ID, def storeDef) (*part, error) {
 	if err := id.Validate(); err != nil {
 		return nil, err
 	}
 	p := newPart(db, id, def.kind)
+	f, known, err := db.define(id, p.ns, def)
+	if err != nil {
+		return nil, err
+	}
+	if !known {
+		// The first handle of a namespace fills its filter from disk, outside the lock; no
+		// write can reach the namespace before a handle is returned.
+		filled, err := fillKeyFilter(db.pdb, p.ns)
+		if err != nil {
+			return nil, fmt.Errorf("state: %s: read keys for its filter: %w", id, err)
+		}
+		f = db.keepFilter(p.ns, filled)
+	}
+	p.filter = f
+	return p, nil
+}
+
+// define records def for namespace ns and returns its filter, if it has one yet.
+func (db *DB) define(id ID, ns []byte, def storeDef) (*keyFilter, bool, error) {
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	if db.mu.closed {
-		return nil, ErrClosed
+		return nil, false, ErrClosed
 	}
-	if old, ok := db.mu.stores[string(p.ns)]; ok && old != def {
-		return nil, fmt.Errorf("%w: %s was opened as %s and now as %s", ErrStoreConflict, id, old, def)
+	if old, ok := db.mu.stores[string(ns)]; ok && old != def {
+		return nil, false, fmt.Errorf("%w: %s was opened as %s and now as %s", ErrStoreConflict, id, old, def)
 	}
-	db.mu.stores[string(p.ns)] = def
-	return p, nil
+	db.mu.stores[string(ns)] = def
+	f, ok := db.mu.filters[string(ns)]
+	return f, ok, nil
+}
+
+// keepFilter makes f the filter of ns, unless a concurrent first handle set one already.
+func (db *DB) keepFilter(ns []byte, f *keyFilter) *keyFilter {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if old, ok := db.mu.filters[string(ns)]; ok {
+		return old
+	}
+	db.mu.filters[string(ns)] = f
+	return f
 }
 
 func (d storeDef) String() string {

@@ -36,7 +36,7 @@ func (s *KV) Offset(r Reader) (int64, bool, error) {
 
 // Get returns a copy of the value of key, and false when key is absent.
 func (s *KV) Get(r Reader, key []byte) ([]byte, bool, error) {
-	return getCopy(r.pebbleReader(), s.p.dataKey(key))
+	return s.p.get(r, s.p.dataKey(key))
 }
 
 // Range iterates the keys in [start, end) in order; a nil end means to the last key.

@@ -14,6 +14,9 @@ type part struct {
 	id    ID
 	topic string
 	kind  byte
+	// filter holds every data key written since the namespace was first opened; nil when
+	// the namespace was too large to fill one.
+	filter *keyFilter
 	// ns is the partition prefix; data is ns+kind, the prefix of every data key.
 	ns, data          []byte
 	metaOffsetKey     []byte
@@ -54,6 +57,15 @@ func (p *part) offset(r pebble.Reader) (int64, bool, error) {
 		return -1, false, fmt.Errorf("state: %s: applied offset record has %d bytes, want 8; drop the partition (DropPartition) and restore", p.id, len(v))
 	}
 	return int64(binary.BigEndian.Uint64(v)), true, nil
+}
+
+// get returns a copy of the value of the data key k, asking Pebble only when k may have been
+// written.
+func (p *part) get(r Reader, k []byte) ([]byte, bool, error) {
+	if !p.filter.mayContain(k) {
+		return nil, false, nil
+	}
+	return getCopy(r.pebbleReader(), k)
 }
 
 // setOffset writes the applied changelog offset into b.

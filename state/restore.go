@@ -392,6 +392,7 @@ func (r *restorer) applyRecord(rp *restoring, rec *kgo.Record) error {
 	if rec.Value == nil {
 		err = r.b.Delete(r.buf, nil)
 	} else {
+		rp.p.filter.add(r.buf) // before the batch commits
 		err = r.b.Set(r.buf, rec.Value, nil)
 	}
 	if err != nil {

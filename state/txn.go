@@ -118,6 +118,7 @@ func (t *Txn) stage(tp *txnPart, storeKey, clKey, value []byte) error {
 	if value == nil {
 		err = t.b.Delete(storeKey, nil)
 	} else {
+		tp.p.filter.add(storeKey) // before Apply can make the key visible
 		err = t.b.Set(storeKey, value, nil)
 	}
 	if err != nil {

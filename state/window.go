@@ -179,7 +179,7 @@ func (w *Window) Get(r Reader, key []byte, start time.Time) ([]byte, bool, error
 	if err != nil || ms < c {
 		return nil, false, err
 	}
-	return getCopy(r.pebbleReader(), w.storeKey(nil, key, ms))
+	return w.p.get(r, w.storeKey(nil, key, ms))
 }
 
 // Put sets the window of key starting at start to value in t. A nil value is stored as an
