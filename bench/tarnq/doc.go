@@ -15,10 +15,10 @@
 //   - q18 repartitions bids by (bidder, auction) and keeps the latest: the peer avoids the
 //     repartition with its Processor API, since every pair is already in one task; views has
 //     no grouping by a new key that stays in its task.
-//   - q5 and q17 are two views joined by an intermediate topic named after the output
-//     ([Plan.Intermediates]): a windowed aggregation ([views.AggregateWindows]) can only be
-//     served or written to a topic, not continued as a stream, so the second view reads its
-//     updates back (q5 then repartitions by window like the peer; q17 only re-keys).
+//   - q5 counts bids per auction in hopping windows and continues with the counts' updates
+//     ([views.WindowedTable.ToStream]), re-keyed by window and repartitioned, to keep each
+//     window's hottest auction: the peer's plan. q17 aggregates per auction and day in
+//     tumbling windows and maps each update to its output record, with no repartition.
 //   - q3 repartitions auctions of category 10 by seller and joins the person table
 //     (enrich.JoinTable); q20 joins bids with the auction table without repartitioning. Both
 //     keep a match only when the row is not later than the stream record: the co-table is
@@ -34,7 +34,7 @@
 //     query, so tarn's and Kafka Streams' outputs can be compared record by record
 //     (bench/outputs).
 //   - [Progress.Done] is true only after every view's group committed its inputs to the ends
-//     captured before the run and its repartition and intermediate topics to their ends; the
+//     captured before the run and its repartition topics to their ends; the
 //     runtime commits offsets only after a batch's effects are durable, so the output is then
 //     complete.
 package tarnq

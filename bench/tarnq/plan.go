@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -18,9 +17,7 @@ import (
 )
 
 // Plan is how tarn runs one query: its views (run together in one runtime), the topics each
-// view's consumer group reads, and the windowed stores among them. A query whose pipeline
-// continues after a windowed aggregation is two views joined by an intermediate topic, since a
-// view cannot turn a windowed table back into a stream (see doc.go).
+// view's consumer group reads, and the windowed stores among them.
 type Plan struct {
 	// Query is the query's name, q0 ... q20.
 	Query string
@@ -29,11 +26,9 @@ type Plan struct {
 	// Inputs are the Nexmark topics the query reads.
 	Inputs []string
 	// Output is the topic the query writes, in bench/README.md's format.
-	Output string
-	// Intermediates are topics one view of the plan writes and another reads.
-	Intermediates []string
-	reads         map[*views.View][]source
-	windows       map[string]state.WindowOptions // by "<view>/<store>"
+	Output  string
+	reads   map[*views.View][]source
+	windows map[string]state.WindowOptions // by "<view>/<store>"
 }
 
 // source is a topic a view reads: a literal name, or a repartition step of the view.
@@ -66,9 +61,9 @@ func (p *Plan) windowed(view, store string, o state.WindowOptions) {
 }
 
 // Internal returns the topics the plan both writes and reads back under application app:
-// repartition topics and intermediates.
+// its repartition topics.
 func (p *Plan) Internal(app string) []string {
-	out := append([]string(nil), p.Intermediates...)
+	var out []string
 	for _, v := range p.Views {
 		for _, s := range p.reads[v] {
 			if s.repartition != "" {
@@ -79,7 +74,7 @@ func (p *Plan) Internal(app string) []string {
 	return out
 }
 
-// Prepare creates the output and intermediate topics, as the Kafka Streams peer creates its
+// Prepare creates the output topic, as the Kafka Streams peer creates its
 // output: with the partition count of the first input and unlimited retention, because their
 // record timestamps are event times, which may be older than any retention.
 func (p *Plan) Prepare(ctx context.Context, adm *kadm.Client) error {
@@ -92,16 +87,14 @@ func (p *Plan) Prepare(ctx context.Context, adm *kadm.Client) error {
 		return fmt.Errorf("tarnq: input topic %s does not exist; run nexmark-gen first", p.Inputs[0])
 	}
 	unlimited := "-1"
-	for _, name := range append([]string{p.Output}, p.Intermediates...) {
-		resp, err := adm.CreateTopic(ctx, int32(len(d.Partitions)), -1, map[string]*string{"retention.ms": &unlimited}, name)
-		if err == nil {
-			err = resp.Err
-		}
-		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-			return fmt.Errorf("tarnq: create %s: %w", name, err)
-		}
+	resp, err := adm.CreateTopic(ctx, int32(len(d.Partitions)), -1, map[string]*string{"retention.ms": &unlimited}, p.Output)
+	if err == nil {
+		err = resp.Err
 	}
-	return waitTopics(ctx, adm, append([]string{p.Output}, p.Intermediates...))
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return fmt.Errorf("tarnq: create %s: %w", p.Output, err)
+	}
+	return waitTopics(ctx, adm, []string{p.Output})
 }
 
 // waitTopics waits until every topic's partitions have leaders: a view reading a topic just
@@ -132,7 +125,7 @@ func waitTopics(ctx context.Context, adm *kadm.Client, names []string) error {
 }
 
 // Topics returns every topic of the plan under application app that exists: the output,
-// the intermediates and the topics the runtime made (changelogs, repartitions, dead letters).
+// and the topics the runtime made (changelogs, repartitions, dead letters).
 func (p *Plan) Topics(ctx context.Context, adm *kadm.Client, app string) ([]string, error) {
 	list, err := adm.ListTopics(ctx)
 	if err != nil {
@@ -140,7 +133,7 @@ func (p *Plan) Topics(ctx context.Context, adm *kadm.Client, app string) ([]stri
 	}
 	var out []string
 	for _, name := range list.Names() {
-		if name == p.Output || strings.HasPrefix(name, app+".") || slices.Contains(p.Intermediates, name) {
+		if name == p.Output || strings.HasPrefix(name, app+".") {
 			out = append(out, name)
 		}
 	}

@@ -13,7 +13,7 @@ import (
 
 // Progress tells when a run of a [Plan] has taken every input record all the way through:
 // when each view's consumer group has committed its inputs to the end offsets they had when
-// the run began, and every repartition and intermediate topic to its current end. Offsets
+// the run began, and every repartition topic to its current end. Offsets
 // are committed only after a batch's effects are durable, so then the output is complete.
 type Progress struct {
 	plan        *Plan
@@ -66,7 +66,7 @@ func (g *Progress) Records() int64 { return g.records }
 func (g *Progress) Streamed() int64 { return g.streamed }
 
 // Done reports whether the run has processed and committed every input record and every
-// record its views sent to their repartition and intermediate topics.
+// record its views sent to their repartition topics.
 //
 // The committed offsets are read before the internal topics' ends: a group that has
 // committed all its inputs has produced everything it will write, so ends read later are
@@ -140,7 +140,7 @@ func reached(offs kadm.OffsetResponses, name string, starts, ends kadm.ListedOff
 	return done
 }
 
-// reachedInternal is [reached] for a repartition or intermediate topic. With exactly-once
+// reachedInternal is [reached] for a repartition topic. With exactly-once
 // the last record of each of its partitions is a transaction marker, which consumers skip and
 // do not commit past, so one offset short of the end is the end once nothing is pending (the
 // last stable offset is the end).

@@ -15,8 +15,7 @@ var ErrNotImplemented = errors.New("tarnq: query not implemented")
 // grace is the grace period of every window, as bench/README.md fixes it.
 const grace = 5 * time.Second
 
-// Define returns the plan of query, reading t and writing output. Intermediate topics are
-// named after output (see [Plan.Intermediates]).
+// Define returns the plan of query, reading t and writing output.
 func Define(query string, t nexmark.Topics, output string) (*Plan, error) {
 	define := map[string]func(nexmark.Topics, string) (*Plan, error){
 		"q0": q0, "q1": q1, "q2": q2, "q3": q3, "q5": q5, "q7": q7, "q8": q8, "q17": q17, "q18": q18, "q20": q20,
@@ -31,9 +30,6 @@ func Define(query string, t nexmark.Topics, output string) (*Plan, error) {
 	p.Query, p.Output = query, output
 	return p, nil
 }
-
-// intermediate names the topic between two views of a plan writing output.
-func intermediate(output, step string) string { return output + "." + step }
 
 func eventTime(b nexmark.Bid) time.Time { return time.UnixMilli(b.DateTime) }
 

@@ -43,55 +43,30 @@ func Hotter(a, b HotItem) bool {
 	return a.Auction < b.Auction
 }
 
-// AuctionCount is q5's per-auction window count; it carries the auction so that the second
-// view need not parse keys.
-type AuctionCount struct {
-	Auction int64 `json:"auction"`
-	Count   int64 `json:"count"`
-}
-
 const (
 	q5Size    = 10 * time.Second
 	q5Advance = 2 * time.Second
 )
 
-// q5 counts bids per auction in hopping windows, then keeps the hottest auction of each
-// window. Counts only grow, so the best of all updates of a window is its final best.
+// q5 counts bids per auction in hopping windows, continues with the count updates, re-keys
+// them by window and keeps the hottest auction of each window: the peer's plan. Counts only
+// grow, so the best of all updates of a window is its final best.
 func q5(t nexmark.Topics, output string) (*Plan, error) {
-	mid := intermediate(output, "counts")
-	counts, err := views.Define("nexmark-q5-counts", func(b *views.Builder) {
+	p, err := single(t, "nexmark-q5", func(b *views.Builder) {
 		w := views.WindowBy(views.GroupByKey(bidSource(b, t)), views.Hopping(q5Size, q5Advance).Grace(grace))
-		views.AggregateWindows(w, "counts", views.Aggregator[nexmark.Bid, AuctionCount]{
-			Name: "count-auction",
-			Init: func() AuctionCount { return AuctionCount{} },
-			Add:  func(c AuctionCount, x nexmark.Bid) AuctionCount { return AuctionCount{x.Auction, c.Count + 1} },
-		}).To(mid)
-	})
-	if err != nil {
-		return nil, err
-	}
-	top, err := views.Define("nexmark-q5", func(b *views.Builder) {
-		updates := views.Source(b, mid, views.JSON[views.WindowRecord[AuctionCount]]())
-		items := views.Map(present(updates), "hot-item", func(_ string, r views.WindowRecord[AuctionCount]) HotItem {
-			return HotItem{WindowStart: r.Start.UnixMilli(), WindowEnd: r.End.UnixMilli(), Auction: r.Value.Auction, Count: r.Value.Count}
+		updates := views.CountWindows(w, "counts").ToStream()
+		items := views.Map(updates, "hot-item", func(key string, r views.WindowRecord[int64]) HotItem {
+			auction, _ := strconv.ParseInt(key, 10, 64) // bids are keyed by their auction id
+			return HotItem{WindowStart: r.Start.UnixMilli(), WindowEnd: r.End.UnixMilli(), Auction: auction, Count: *r.Value}
 		})
 		byWindow := views.GroupBy(items, "by-window", func(_ string, h HotItem) string { return windowKey(h.WindowStart) })
 		views.Aggregate(byWindow, "top", best("hotter", Hotter)).To(output, views.JSON[*HotItem]())
-	})
+	}, "by-window")
 	if err != nil {
 		return nil, err
 	}
-	p := &Plan{Inputs: []string{t.Bid}, Intermediates: []string{mid}}
-	p.add(counts, source{name: t.Bid})
-	p.add(top, source{name: mid}, source{repartition: "by-window"})
-	p.windowed("nexmark-q5-counts", "counts", state.WindowOptions{Size: q5Size, Grace: grace, Retention: views.DefaultRetention})
+	p.windowed("nexmark-q5", "counts", state.WindowOptions{Size: q5Size, Grace: grace, Retention: views.DefaultRetention})
 	return p, nil
-}
-
-// present drops window records without a value: only merged session windows lack one, so
-// none are dropped here, but the type allows them.
-func present[A any](s *views.Stream[views.WindowRecord[A]]) *views.Stream[views.WindowRecord[A]] {
-	return s.Filter("present", func(_ string, r views.WindowRecord[A]) bool { return r.Value != nil })
 }
 
 // HighestBid is q7's output: the highest bid of one tumbling window.
@@ -166,13 +141,12 @@ type DayStats struct {
 const q17Day = 24 * time.Hour
 
 // q17 aggregates each auction's bids per UTC day in tumbling windows (bids are already keyed
-// by auction, so nothing is repartitioned), then a second view turns each window update into
-// the output record keyed "<auction>/<day>".
+// by auction, so nothing is repartitioned) and turns each window update into the output
+// record keyed "<auction>/<day>".
 func q17(t nexmark.Topics, output string) (*Plan, error) {
-	mid := intermediate(output, "days")
-	days, err := views.Define("nexmark-q17-days", func(b *views.Builder) {
+	p, err := single(t, "nexmark-q17", func(b *views.Builder) {
 		w := views.WindowBy(views.GroupByKey(bidSource(b, t)), views.Tumbling(q17Day).Grace(grace))
-		views.AggregateWindows(w, "days", views.Aggregator[nexmark.Bid, PriceAgg]{
+		days := views.AggregateWindows(w, "days", views.Aggregator[nexmark.Bid, PriceAgg]{
 			Name: "price-stats",
 			Init: func() PriceAgg { return PriceAgg{} },
 			Add: func(a PriceAgg, x nexmark.Bid) PriceAgg {
@@ -181,14 +155,8 @@ func q17(t nexmark.Topics, output string) (*Plan, error) {
 				}
 				return PriceAgg{Auction: x.Auction, Count: a.Count + 1, Min: min(a.Min, x.Price), Max: max(a.Max, x.Price), Sum: a.Sum + x.Price}
 			},
-		}).To(mid)
-	})
-	if err != nil {
-		return nil, err
-	}
-	stats, err := views.Define("nexmark-q17", func(b *views.Builder) {
-		updates := views.Source(b, mid, views.JSON[views.WindowRecord[PriceAgg]]())
-		out := views.Map(present(updates), "day-stats", func(_ string, r views.WindowRecord[PriceAgg]) DayStats {
+		})
+		out := views.Map(days.ToStream(), "day-stats", func(_ string, r views.WindowRecord[PriceAgg]) DayStats {
 			a := r.Value
 			return DayStats{Auction: a.Auction, Day: r.Start.UTC().Format(time.DateOnly), Count: a.Count,
 				Min: a.Min, Max: a.Max, Sum: a.Sum, Avg: float64(a.Sum) / float64(a.Count)}
@@ -200,10 +168,7 @@ func q17(t nexmark.Topics, output string) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Plan{Inputs: []string{t.Bid}, Intermediates: []string{mid}}
-	p.add(days, source{name: t.Bid})
-	p.add(stats, source{name: mid})
-	p.windowed("nexmark-q17-days", "days", state.WindowOptions{Size: q17Day, Grace: grace, Retention: views.DefaultRetention})
+	p.windowed("nexmark-q17", "days", state.WindowOptions{Size: q17Day, Grace: grace, Retention: views.DefaultRetention})
 	return p, nil
 }
 

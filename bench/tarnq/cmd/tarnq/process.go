@@ -23,7 +23,7 @@ func process(ctx context.Context, adm *kadm.Client, plan *tarnq.Plan, o options)
 	if err := plan.Prepare(ctx, adm); err != nil {
 		return "", err
 	}
-	o.log.Info("tarnq: output and intermediate topics ready", "query", o.query)
+	o.log.Info("tarnq: output topic ready", "query", o.query)
 	eos := o.guarantee == "exactly_once_v2"
 	progress, err := plan.NewProgress(ctx, adm, o.app, eos)
 	if err != nil {
