@@ -68,7 +68,11 @@ type Config struct {
 	// IdleTimeout is how long an input partition may go without records before it stops
 	// holding back its task's watermark. Default 30s.
 	IdleTimeout time.Duration
-	// MaxPollRecords bounds one batch. Default 10000.
+	// MaxPollRecords bounds one batch. Default 50000: each batch waits once for Kafka to
+	// acknowledge its changelog and output records, and folds its updates of one key into one
+	// write, so larger batches cost less per record (on the Nexmark benchmark 50000 gave
+	// 1.2–1.4× the records/s of 10000; 100000 no more). A batch is also the unit of a
+	// query's freshness and of an exactly-once transaction.
 	MaxPollRecords int
 	// TaskParallelism is how many tasks (partitions) of one view process a batch at the same
 	// time. State made with [Local] is shared by them. Default GOMAXPROCS.
@@ -99,7 +103,7 @@ func (c Config) withDefaults() Config {
 		c.IdleTimeout = 30 * time.Second
 	}
 	if c.MaxPollRecords == 0 {
-		c.MaxPollRecords = 10000
+		c.MaxPollRecords = 50000
 	}
 	if c.TaskParallelism == 0 {
 		c.TaskParallelism = runtime.GOMAXPROCS(0)
