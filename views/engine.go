@@ -470,6 +470,7 @@ func (e *engine) processTask(t *runTask, inputs []kgo.FetchTopicPartition) (err 
 			err = fmt.Errorf("views: view %q version %d partition %d panicked: %v", e.v.name, e.v.version, t.partition, p)
 		}
 	}()
+	t.batchNow = e.rt.cfg.Now()
 	for _, p := range inputs {
 		src := e.bySource[p.Topic]
 		for _, r := range p.Records {

@@ -223,7 +223,7 @@ func (pc *ProcessContext[W]) Time() time.Time {
 // Watermark is the task's watermark: the smallest event time over its input partitions that
 // are not idle (see the package doc).
 func (pc *ProcessContext[W]) Watermark() time.Time {
-	return time.UnixMilli(pc.t.wm.current(pc.t.env.now()))
+	return time.UnixMilli(pc.t.wm.current(pc.t.wallNow()))
 }
 
 // Partition is the task's partition.

@@ -146,7 +146,7 @@ func streamFrom[V any](b *Builder, sub *subtopology, step string, ref topicRef, 
 			return nil
 		}
 		ts := when(t, v, r)
-		t.wm.observe(r.Topic, ts, t.env.now())
+		t.wm.observe(r.Topic, ts, t.wallNow())
 		return s.p.emit(t, string(r.Key), v, ts)
 	}})
 	return s

@@ -95,7 +95,7 @@ func tableFrom[V any](b *Builder, ref topicRef, codec Codec[V], opts []SourceOpt
 			}
 			ch.new, ch.hasNew, ts = v, true, when(tk, v, r)
 		}
-		tk.wm.observe(r.Topic, ts, tk.env.now())
+		tk.wm.observe(r.Topic, ts, tk.wallNow())
 		return t.p.emit(tk, string(r.Key), ch, ts)
 	}})
 	return t
@@ -279,7 +279,7 @@ func GroupTable[V any](t *Table[V], step string, f func(key string, v V) string)
 			return nil
 		}
 		ts := r.Timestamp.UnixMilli()
-		tk.wm.observe(r.Topic, ts, tk.env.now())
+		tk.wm.observe(r.Topic, ts, tk.wallNow())
 		return g.p.emit(tk, string(r.Key), signed[V]{v: v, subtract: headerIs(r, opHeader, "sub")}, ts)
 	}})
 	return g

@@ -267,7 +267,7 @@ func (o *windowOp[V, A]) late(tk *task, ts, wm int64, missed []int64) {
 
 // fixed aggregates into tumbling or hopping windows.
 func (o *windowOp[V, A]) fixed(tk *task, key string, v V, ts int64) error {
-	wm := tk.wm.current(tk.env.now())
+	wm := tk.wm.current(tk.wallNow())
 	size, adv := o.w.size.Milliseconds(), o.w.advance.Milliseconds()
 	var missed []int64
 	c := winCacheOf(tk, o.st, o.out, size)
@@ -305,7 +305,7 @@ type sessionValue[A any] struct {
 
 // session merges the record into the sessions of its key within the gap.
 func (o *windowOp[V, A]) session(tk *task, key string, v V, ts int64) error {
-	wm := tk.wm.current(tk.env.now())
+	wm := tk.wm.current(tk.wallNow())
 	gap := o.w.gap.Milliseconds()
 	ws := tk.win[o.st.index]
 	k := []byte(key)
@@ -359,7 +359,7 @@ const minTime = -1 << 62
 // sliding stores the raw record and refolds every open window that covers it: its own window
 // [ts-size, ts] and the key's later windows ending within size after it.
 func (o *windowOp[V, A]) sliding(tk *task, key string, v V, ts int64) error {
-	wm := tk.wm.current(tk.env.now())
+	wm := tk.wm.current(tk.wallNow())
 	size := o.w.size.Milliseconds()
 	k := []byte(key)
 	if o.closed(ts+size+1, wm) {
