@@ -32,6 +32,7 @@ type options struct {
 	topics                                        nexmark.Topics
 	timeout                                       time.Duration
 	memoryMB                                      int64
+	maxPollRecords                                int
 	log                                           *slog.Logger
 }
 
@@ -49,6 +50,7 @@ func main() {
 	flag.StringVar(&o.topics.Bid, "bid-topic", "nexmark-bid", "topic of bids")
 	flag.DurationVar(&o.timeout, "timeout", 30*time.Minute, "give up after this long")
 	flag.Int64Var(&o.memoryMB, "memory-mb", 256, "Pebble memory budget (memtables and block cache), MiB")
+	flag.IntVar(&o.maxPollRecords, "max-poll-records", 0, "records per batch (0: views' default)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	var level slog.Level
 	flag.TextVar(&level, "log-level", slog.LevelWarn, "least level logged to stderr: DEBUG, INFO, WARN or ERROR")

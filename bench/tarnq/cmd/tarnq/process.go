@@ -37,7 +37,7 @@ func process(ctx context.Context, adm *kadm.Client, plan *tarnq.Plan, o options)
 	reg := prometheus.NewRegistry()
 	sent := &produced{output: plan.Output, internal: plan.Internal(o.app)}
 	rt, err := views.NewRuntime(views.Config{App: o.app, Brokers: o.brokers, State: db, Views: plan.Views,
-		ExactlyOnce: eos, Registerer: reg, Logger: o.log, ClientOpts: append(o.client()[1:], kgo.WithHooks(sent))})
+		ExactlyOnce: eos, MaxPollRecords: o.maxPollRecords, Registerer: reg, Logger: o.log, ClientOpts: append(o.client()[1:], kgo.WithHooks(sent))})
 	if err != nil {
 		return "", err
 	}
