@@ -1,6 +1,7 @@
 package views
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"sync"
@@ -110,6 +111,8 @@ func CoPartition[V any](s *Stream[V], step string, codec Codec[V], table TableTo
 //
 // Time: when a task starts, its copy is caught up to the end the table topic had then, before
 // the task joins its first record, so a restart or a new instance causes no false misses.
+// That catch-up is written and changelogged one fetch at a time, outside the batch and its
+// transaction, so a large table never sits whole in one write set.
 // Before each batch, the copy reads every table record that was in the topic when the batch
 // was polled. A table record is then applied before the first stream record whose time is at
 // or after the table record's timestamp (Kafka record time; the CDC source's write time for
@@ -215,6 +218,11 @@ type coPart struct {
 	dirty   func(*coPart)
 	// rows caches decoded rows of the store; every write to a key drops its entry.
 	rows map[string]decoded
+	// catchUp takes the records below the barrier, outside the batch: the side reader
+	// commits them after each fetch (flushCatchUp), so that a large table costs one fetch of
+	// memory, not a write set of its whole partition in the task's first batch.
+	catchUp   *writes
+	catchUpKV kvStore
 }
 
 func coPartOf(t *task, spec *coTableSpec) *coPart {
@@ -227,10 +235,35 @@ func coPartOf(t *task, spec *coTableSpec) *coPart {
 
 func (co *coPart) kv() kvStore { return co.t.kv[co.spec.store.index] }
 
-// receive queues a fetched table record and applies what may be applied at once.
+// receive applies a fetched table record below the barrier to the catch-up writes, and
+// queues any other, applying what may be applied at once.
 func (co *coPart) receive(r *kgo.Record) error {
+	if r.Offset < co.barrier && len(co.pending) == 0 {
+		return co.apply(co.catchUpKV, r)
+	}
 	co.pending = append(co.pending, r)
 	return co.settle(minTime)
+}
+
+// flushCatchUp makes the catch-up writes durable: their changelog records are sent with cl,
+// outside any transaction, then the writes are applied. A crash in between repeats them:
+// they are the table's own rows up to the barrier, so writing them twice changes nothing.
+// A failure leaves the store behind the side reader's position, so the engine must drop and
+// restore its tasks (errRecreate).
+func (co *coPart) flushCatchUp(ctx context.Context, cl *kgo.Client) error {
+	txn := co.catchUp.txn
+	if txn == nil {
+		return nil
+	}
+	co.catchUp.txn = nil
+	if err := txn.Produce(ctx, cl); err != nil {
+		txn.Discard()
+		return fmt.Errorf("%w: co-table %q catch-up: %w", errRecreate, co.spec.step, err)
+	}
+	if err := txn.Apply(); err != nil {
+		return fmt.Errorf("%w: co-table %q catch-up: %w", errRecreate, co.spec.step, err)
+	}
+	return nil
 }
 
 // settle applies the pending records that a stream record at time ts must see: those below
@@ -242,7 +275,7 @@ func (co *coPart) settle(ts int64) error {
 			return nil
 		}
 		co.pending = co.pending[1:]
-		if err := co.apply(r); err != nil {
+		if err := co.apply(co.kv(), r); err != nil {
 			return err
 		}
 		if len(co.applied) == 0 {
@@ -253,9 +286,8 @@ func (co *coPart) settle(ts int64) error {
 	return nil
 }
 
-// apply writes one table record to the store with the offset it reaches.
-func (co *coPart) apply(r *kgo.Record) error {
-	kv := co.kv()
+// apply writes one table record to the store through kv with the offset it reaches.
+func (co *coPart) apply(kv kvStore, r *kgo.Record) error {
 	delete(co.rows, string(r.Key))
 	switch {
 	case cdc.IsTruncate(r):

@@ -238,7 +238,9 @@ func (s *sideReader) openCoTable(ctx context.Context, c *coTableSpec, t *runTask
 	if applied && len(raw) == 8 {
 		next = max(next, int64(binary.BigEndian.Uint64(raw))+1)
 	}
-	co := &coPart{spec: c, t: t.task, barrier: ends[t.partition], dirty: s.markDirty}
+	catchUp := newWrites(s.e)
+	co := &coPart{spec: c, t: t.task, barrier: ends[t.partition], dirty: s.markDirty,
+		catchUp: catchUp, catchUpKV: kvAdapter{w: catchUp, kv: a.kv}}
 	t.state["\x00cotable:"+c.step] = co
 	tp := sideTP{name, t.partition}
 	s.mu.Lock()
@@ -351,7 +353,18 @@ func (s *sideReader) syncTo(ctx context.Context, targets map[*sidePart]int64) er
 		if err := s.fetchErrors(fs); err != nil {
 			return err
 		}
-		if err := s.route(fs); err != nil {
+		err := s.route(fs)
+		for sp := range targets {
+			if sp.co == nil {
+				continue
+			}
+			if err != nil {
+				sp.co.catchUp.discard()
+			} else if err = sp.co.flushCatchUp(ctx, s.cl); err != nil {
+				err = fmt.Errorf("views: view %q: %w", s.e.v.name, err)
+			}
+		}
+		if err != nil {
 			return err
 		}
 	}

@@ -99,9 +99,13 @@ type run struct {
 }
 
 func (in *input) run(ctx context.Context, t *testing.T, query string, exactlyOnce bool) *run {
-	r := &run{app: in.prefix + query, brokers: in.brokers, ctx: ctx}
+	name := in.prefix + query
+	if exactlyOnce {
+		name += "-eos" // a query may run both ways on one input
+	}
+	r := &run{app: name, brokers: in.brokers, ctx: ctx}
 	var err error
-	if r.plan, err = Define(query, in.topics, in.prefix+query+"-out"); err != nil {
+	if r.plan, err = Define(query, in.topics, name+"-out"); err != nil {
 		t.Fatal(err)
 	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(in.brokers...), kgo.MetadataMinAge(250*time.Millisecond))
