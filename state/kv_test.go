@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
@@ -264,9 +265,9 @@ func TestRestoreWipesStoreAheadOfChangelog(t *testing.T) {
 	equalMaps(t, "after restore from a recreated changelog", dumpKV(t, kv, db), map[string]string{"new": "v"})
 }
 
-// TestGetAfterReopen checks that keys written before the DB was closed are found by Get
-// after it is opened again: the first handle of a partition fills its key filter from disk,
-// and a key missing from the filter would read as absent.
+// TestGetAfterReopen checks that keys and windows written before the DB was closed are found
+// by Get and Fetch after it is opened again: the first handle of a partition fills its key
+// filters from disk, and a key missing from them would read as absent.
 func TestGetAfterReopen(t *testing.T) {
 	brokers := statetest.Kafka(t)
 	fs := vfs.NewMem()
@@ -278,14 +279,19 @@ func TestGetAfterReopen(t *testing.T) {
 		}
 		return db
 	}
-	id := newID(t, "reopen", 0)
+	id, wid := newID(t, "reopen", 0), newID(t, "reopen-windows", 0)
 	ensure(t, brokers, id, 1)
+	ensure(t, brokers, wid, 1)
+	wopts := state.WindowOptions{Size: time.Second, Retention: time.Hour}
 	cl := statetest.Client(t, brokers)
 	db := open()
-	kv := mustKV(t, db, id)
+	kv, win := mustKV(t, db, id), mustWindow(t, db, wid, wopts)
 	txn := db.NewTxn()
 	for i := range 1000 {
 		if err := kv.Put(txn, fmt.Appendf(nil, "k%d", i), []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+		if err := win.Put(txn, fmt.Appendf(nil, "k%d", i), time.UnixMilli(int64(i)*1000), []byte("w")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -295,13 +301,21 @@ func TestGetAfterReopen(t *testing.T) {
 	}
 	db = open()
 	defer db.Close()
-	kv = mustKV(t, db, id)
+	kv, win = mustKV(t, db, id), mustWindow(t, db, wid, wopts)
+	all := [2]time.Time{time.UnixMilli(0), time.UnixMilli(1000 * 1000)}
 	for i := range 1000 {
-		if _, ok := get(t, kv, db, fmt.Sprintf("k%d", i)); !ok {
-			t.Fatalf("k%d is absent after reopening", i)
+		k := fmt.Sprintf("k%d", i)
+		if _, ok := get(t, kv, db, k); !ok {
+			t.Fatalf("%s is absent after reopening", k)
+		}
+		if got := fetch(t, win, db, k, false, all[0], all[1]); len(got) != 1 {
+			t.Fatalf("Fetch(%s) after reopening = %v, want its one window", k, got)
 		}
 	}
 	if _, ok := get(t, kv, db, "never-written"); ok {
 		t.Fatal("a key never written is present")
+	}
+	if got := fetch(t, win, db, "never-written", false, all[0], all[1]); len(got) != 0 {
+		t.Fatalf("Fetch of a key never written = %v", got)
 	}
 }

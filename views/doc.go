@@ -18,6 +18,10 @@
 //		views.Aggregate(bySymbol, "range", views.MinMaxOf(func(t Trade) float64 { return t.Price })).Serve()
 //	})
 //
+// A windowed aggregation ([AggregateWindows]) can be served, written to a topic, or continued in
+// the same task as the stream of its updates ([WindowedTable.ToStream]), e.g. re-keyed by
+// window to rank the keys of each window.
+//
 // Define checks the whole graph (names, windows, grace periods, aggregators) and returns every
 // problem at once, naming the view and step; it never panics and uses no package state.
 //
