@@ -353,8 +353,10 @@ func (s *sideReader) syncTo(ctx context.Context, targets map[*sidePart]int64) er
 		if err := s.fetchErrors(fs); err != nil {
 			return err
 		}
+		// The fetch may hold catch-up records of partitions this batch does not need: they
+		// are committed too, so no catch-up write set outlives its fetch.
 		err := s.route(fs)
-		for sp := range targets {
+		for _, sp := range s.parts {
 			if sp.co == nil {
 				continue
 			}
