@@ -221,8 +221,8 @@ type coPart struct {
 	// catchUp takes the records below the barrier, outside the batch: the side reader
 	// commits them after each fetch (flushCatchUp), so that a large table costs one fetch of
 	// memory, not a write set of its whole partition in the task's first batch.
-	catchUp   *writes
-	catchUpKV kvStore
+	// Its writes (catchUp.w) are a write set of their own, not the task's.
+	catchUp kvAdapter
 }
 
 func coPartOf(t *task, spec *coTableSpec) *coPart {
@@ -239,7 +239,7 @@ func (co *coPart) kv() kvStore { return co.t.kv[co.spec.store.index] }
 // queues any other, applying what may be applied at once.
 func (co *coPart) receive(r *kgo.Record) error {
 	if r.Offset < co.barrier && len(co.pending) == 0 {
-		return co.apply(co.catchUpKV, r)
+		return co.apply(co.catchUp, r)
 	}
 	co.pending = append(co.pending, r)
 	return co.settle(minTime)
@@ -251,11 +251,11 @@ func (co *coPart) receive(r *kgo.Record) error {
 // A failure leaves the store behind the side reader's position, so the engine must drop and
 // restore its tasks (errRecreate).
 func (co *coPart) flushCatchUp(ctx context.Context, cl *kgo.Client) error {
-	txn := co.catchUp.txn
+	txn := co.catchUp.w.txn
 	if txn == nil {
 		return nil
 	}
-	co.catchUp.txn = nil
+	co.catchUp.w.txn = nil
 	if err := txn.Produce(ctx, cl); err != nil {
 		txn.Discard()
 		return fmt.Errorf("%w: co-table %q catch-up: %w", errRecreate, co.spec.step, err)

@@ -238,9 +238,8 @@ func (s *sideReader) openCoTable(ctx context.Context, c *coTableSpec, t *runTask
 	if applied && len(raw) == 8 {
 		next = max(next, int64(binary.BigEndian.Uint64(raw))+1)
 	}
-	catchUp := newWrites(s.e)
 	co := &coPart{spec: c, t: t.task, barrier: ends[t.partition], dirty: s.markDirty,
-		catchUp: catchUp, catchUpKV: kvAdapter{w: catchUp, kv: a.kv}}
+		catchUp: kvAdapter{w: newWrites(s.e), kv: a.kv}}
 	t.state["\x00cotable:"+c.step] = co
 	tp := sideTP{name, t.partition}
 	s.mu.Lock()
@@ -361,7 +360,7 @@ func (s *sideReader) syncTo(ctx context.Context, targets map[*sidePart]int64) er
 				continue
 			}
 			if err != nil {
-				sp.co.catchUp.discard()
+				sp.co.catchUp.w.discard()
 			} else if err = sp.co.flushCatchUp(ctx, s.cl); err != nil {
 				err = fmt.Errorf("views: view %q: %w", s.e.v.name, err)
 			}

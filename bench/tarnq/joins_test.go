@@ -13,8 +13,8 @@ import (
 )
 
 // TestJoinOutputs runs q3, q8 and q20 on a real Kafka (q8 exactly once, q20 both ways) and
-// checks each output, as a multiset of (key, value), against the README's definitions computed from the
-// generator's events in event order.
+// checks each output, as a multiset of (key, value), against the README's definitions
+// computed from the generator's events in event order.
 func TestJoinOutputs(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel) // after the parallel subtests
