@@ -169,32 +169,30 @@ func (v *view) Get(ctx context.Context, key []byte, _ serve.ReadOptions) (serve.
 	return serve.Read{Found: true, Value: val, Position: servePosition(pos)}, nil
 }
 
-// Scan asks views for one entry more than the limit, to tell serve whether more exist, and
-// keeps only the partitions serve asked for (views scans every local partition).
+// Scan reads the version req names (pinned by the scan's first page) and asks views for one
+// entry more than the limit of req's partitions, to tell serve whether more exist. A limit is
+// always set: serve bounds every page.
 func (v *view) Scan(_ context.Context, req serve.ScanRequest) (serve.ScanResult, error) {
 	if err := v.checkLocal(req.Partitions); err != nil {
 		return serve.ScanResult{}, err
 	}
-	limit := 0
-	if req.Limit > 0 {
-		limit = req.Limit + 1
-	}
-	entries, pos, err := v.b.rt.Scan(v.name, "", string(req.Start), string(req.End), 0)
+	pin, err := v.b.rt.Pin(v.name, req.Version)
 	if err != nil {
 		return serve.ScanResult{}, serveError(err)
 	}
-	var res serve.ScanResult
-	for _, e := range entries {
-		if !slices.Contains(req.Partitions, v.Partition([]byte(e.Key))) {
-			continue
-		}
-		if limit > 0 && len(res.Entries) == limit-1 {
-			res.More = true
-			break
-		}
-		res.Entries = append(res.Entries, serve.Entry{Key: []byte(e.Key), Value: e.Value})
+	entries, pos, err := pin.Scan(views.ScanRange{Partitions: req.Partitions, Start: string(req.Start),
+		End: string(req.End), Limit: req.Limit + 1})
+	if err != nil {
+		return serve.ScanResult{}, serveError(err)
 	}
-	res.Position = servePosition(pos).Only(req.Partitions)
+	res := serve.ScanResult{Version: pin.Version(), Position: servePosition(pos).Only(req.Partitions)}
+	if len(entries) > req.Limit {
+		entries, res.More = entries[:req.Limit], true
+	}
+	res.Entries = make([]serve.Entry, len(entries))
+	for i, e := range entries {
+		res.Entries[i] = serve.Entry{Key: []byte(e.Key), Value: e.Value}
+	}
 	return res, nil
 }
 
@@ -291,6 +289,8 @@ func serveError(err error) error {
 		return fmt.Errorf("%w: %v", serve.ErrRestoring, err)
 	case errors.Is(err, views.ErrUnknownView):
 		return fmt.Errorf("%w: %v", serve.ErrUnknownView, err)
+	case errors.Is(err, views.ErrNoVersion):
+		return fmt.Errorf("%w: %v", serve.ErrNoVersion, err)
 	case errors.Is(err, views.ErrNotServed):
 		return fmt.Errorf("%w: %v", serve.ErrNotWindowed, err)
 	}

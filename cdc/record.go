@@ -151,15 +151,24 @@ func EncodeKey(parts ...string) []byte {
 	if len(parts) == 1 {
 		return []byte(parts[0])
 	}
-	b, _ := json.Marshal(parts)
-	return b
+	return encodeKeyArray(parts)
 }
 
 // EncodeKeyNullable builds the key of a row of a table keyed by all its columns (REPLICA
 // IDENTITY FULL, no primary key): a JSON array of the texts, nil entries for NULL.
 func EncodeKeyNullable(parts []*string) []byte {
-	b, _ := json.Marshal(parts)
-	return b
+	return encodeKeyArray(parts)
+}
+
+// encodeKeyArray is the one canonical JSON form of a composite key: compact, and without Go's
+// HTML escaping (json.Marshal writes & < > as \u0026 \u003c \u003e), so that a client that
+// writes the key as plain JSON, ["a&b","1"], names the same row as tarn does.
+func encodeKeyArray(parts any) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(parts) // a slice of strings always encodes
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 }
 
 // DecodeKey splits a composite key built by EncodeKey into its parts; a single-column key is

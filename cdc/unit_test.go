@@ -48,6 +48,10 @@ func TestKeys(t *testing.T) {
 	if got := string(EncodeKey("42", `a"b`)); got != `["42","a\"b"]` {
 		t.Errorf("composite key = %q", got)
 	}
+	// One canonical form, the one a client writes by hand: no HTML escaping, no spaces.
+	if got := string(EncodeKey("a&b", "<c>/d e", "é€")); got != `["a&b","<c>/d e","é€"]` {
+		t.Errorf("composite key with & < / space unicode = %q", got)
+	}
 	x := "x"
 	if got := string(EncodeKeyNullable([]*string{&x, nil})); got != `["x",null]` {
 		t.Errorf("nullable key = %q", got)

@@ -146,7 +146,10 @@ type ScanRequest struct {
 	Partitions []int32
 	Start, End []byte
 	Limit      int
-	Opts       ReadOptions
+	// Version is the version of the view to read (a scan pins one for all its pages); 0 reads
+	// the serving one. A version no longer kept fails with ErrNoVersion.
+	Version int
+	Opts    ReadOptions
 }
 
 // Entry is one key and its JSON value.
@@ -161,6 +164,8 @@ type ScanResult struct {
 	Position Position
 	// More is true when entries beyond the last one exist in the range.
 	More bool
+	// Version is the version of the view the entries come from; 0 when no partition was read.
+	Version int
 }
 
 // Window is one window of a windowed view's key.
@@ -197,6 +202,8 @@ var (
 	ErrUnknownView = errors.New("serve: unknown view")
 	ErrRestoring   = errors.New("serve: partition is restoring")
 	ErrNotWindowed = errors.New("serve: view is not windowed")
+	ErrWindowed    = errors.New("serve: view is windowed")
+	ErrNoVersion   = errors.New("serve: view version is not available")
 	ErrTooOld      = errors.New("serve: position is older than the retained changes")
 )
 

@@ -385,6 +385,10 @@ func (v *pebbleView) Get(_ context.Context, key []byte, opts serve.ReadOptions) 
 
 func (v *pebbleView) Scan(_ context.Context, req serve.ScanRequest) (serve.ScanResult, error) {
 	v.mu.RLock()
+	if req.Version != 0 && req.Version != v.version {
+		v.mu.RUnlock()
+		return serve.ScanResult{}, fmt.Errorf("%w: %d", serve.ErrNoVersion, req.Version)
+	}
 	for _, p := range req.Partitions {
 		if err := v.checkLocked(p, req.Opts); err != nil {
 			v.mu.RUnlock()
@@ -392,7 +396,7 @@ func (v *pebbleView) Scan(_ context.Context, req serve.ScanRequest) (serve.ScanR
 		}
 	}
 	snap := v.b.db.NewSnapshot()
-	res := serve.ScanResult{Position: v.localPositionLocked().Only(req.Partitions)}
+	res := serve.ScanResult{Position: v.localPositionLocked().Only(req.Partitions), Version: v.version}
 	v.mu.RUnlock()
 	defer snap.Close()
 	opts := &pebble.IterOptions{LowerBound: v.dataKey(req.Start), UpperBound: v.dataKey(req.End)}

@@ -50,7 +50,7 @@ type Config struct {
 	// DefaultLimit is the scan page size when limit= is absent. Default 100, or MaxLimit when
 	// that is smaller.
 	DefaultLimit int
-	// MaxLimit is the largest limit= accepted. Default 1000.
+	// MaxLimit is the largest limit= accepted. Default 10000.
 	MaxLimit int
 	// DefaultWait is how long min_offsets=/min_lsn= wait when wait= is absent. Default 5s.
 	DefaultWait time.Duration
@@ -87,7 +87,7 @@ type Config struct {
 
 func (c *Config) setDefaults() {
 	setDefault(&c.Addr, ":8080")
-	setDefault(&c.MaxLimit, 1000)
+	setDefault(&c.MaxLimit, 10000)
 	setDefault(&c.DefaultLimit, min(100, max(c.MaxLimit, 1)))
 	setDefault(&c.DefaultWait, 5*time.Second)
 	setDefault(&c.MaxWait, 30*time.Second)

@@ -73,7 +73,7 @@ func checkParams(t *testing.T, raw string, p params, lim limits) {
 		t.Fatalf("%q: prefix %q gave range [%q, %q)", raw, p.prefix, p.start, p.end)
 	}
 	if p.cursor != nil {
-		if back, err := parseCursor(makeCursor(p.cursor)); err != nil || !bytes.Equal(back, p.cursor) {
+		if version, back, err := parseCursor(makeCursor(p.cursorVersion, p.cursor)); err != nil || version != p.cursorVersion || !bytes.Equal(back, p.cursor) {
 			t.Fatalf("%q: cursor %q does not round-trip", raw, p.cursor)
 		}
 	}

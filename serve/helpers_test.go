@@ -102,6 +102,7 @@ type valueBody struct {
 // pageBody is the body of a scan.
 type pageBody struct {
 	View    string `json:"view"`
+	Version int    `json:"version"`
 	Entries []struct {
 		Key    string          `json:"key"`
 		KeyB64 string          `json:"key_b64"`

@@ -3,6 +3,7 @@ package serve
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"maps"
 	"math"
@@ -25,6 +26,8 @@ type params struct {
 	b64 bool // enc=b64: keys in the path, parameters and body are base64url
 
 	prefix, start, end, cursor []byte
+	cursorVersion              int // the view version a cursor pins; 0 without a cursor
+	version                    int // version=: the view version to scan; 0 when absent
 	hasPrefix, hasEnd          bool
 	limit                      int
 
@@ -58,7 +61,7 @@ func set(names ...string) paramSet {
 var (
 	commonParams = []string{"enc", "min_offsets", "min_lsn", "wait", "stale"}
 	keyParams    = set(append([]string{"from", "to", "watch", "after"}, commonParams...)...)
-	scanParams   = set(append([]string{"prefix", "start", "end", "limit", "cursor", "partitions"}, commonParams...)...)
+	scanParams   = set(append([]string{"prefix", "start", "end", "limit", "cursor", "partitions", "version"}, commonParams...)...)
 	changeParams = set("enc", "after", "partitions")
 	listParams   = set()
 )
@@ -150,7 +153,7 @@ func parseRange(get func(string) (string, bool), p *params, _ limits) error {
 		p.hasEnd = p.end != nil
 	}
 	if v, ok := get("cursor"); ok {
-		if p.cursor, err = parseCursor(v); err != nil {
+		if p.cursorVersion, p.cursor, err = parseCursor(v); err != nil {
 			return err
 		}
 	}
@@ -170,6 +173,12 @@ func parseLimit(get func(string) (string, bool), p *params, lim limits) error {
 	return nil
 }
 
+// minTime and maxTime bound the windows a read without from= or to= covers.
+var (
+	minTime = time.Unix(0, 0).UTC()
+	maxTime = time.Unix(math.MaxInt64/1000, 0).UTC()
+)
+
 func parseWindows(get func(string) (string, bool), p *params, _ limits) error {
 	fv, hasFrom := get("from")
 	tv, hasTo := get("to")
@@ -177,7 +186,7 @@ func parseWindows(get func(string) (string, bool), p *params, _ limits) error {
 		return nil
 	}
 	p.windows = true
-	p.from, p.to = time.Unix(0, 0).UTC(), time.Unix(math.MaxInt64/1000, 0).UTC()
+	p.from, p.to = minTime, maxTime
 	var err error
 	if hasFrom {
 		if p.from, err = parseTime("from", fv); err != nil {
@@ -281,6 +290,13 @@ func parseMisc(get func(string) (string, bool), p *params, _ limits) error {
 		}
 		p.partitions = parts
 	}
+	if v, ok := get("version"); ok {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return badParam("version", "%q is not a view version (a positive integer)", v)
+		}
+		p.version = n
+	}
 	return nil
 }
 
@@ -350,20 +366,26 @@ func prefixEnd(prefix []byte) []byte {
 	return nil
 }
 
-// A cursor is the unpadded base64url of a version byte (1) and the key the next page starts
-// at, inclusive.
-const cursorVersion = 1
+// A cursor is the unpadded base64url of a format byte (2), the uvarint version of the view the
+// scan reads (pinned by its first page) and the key the next page starts at, inclusive.
+const cursorFormat = 2
 
-func makeCursor(next []byte) string {
-	return base64.RawURLEncoding.EncodeToString(append([]byte{cursorVersion}, next...))
+func makeCursor(viewVersion int, next []byte) string {
+	b := binary.AppendUvarint([]byte{cursorFormat}, uint64(max(viewVersion, 0)))
+	return base64.RawURLEncoding.EncodeToString(append(b, next...))
 }
 
-func parseCursor(v string) ([]byte, error) {
+func parseCursor(v string) (int, []byte, error) {
+	bad := badParam("cursor", "not a cursor from a previous page of this API")
 	b, err := base64.RawURLEncoding.DecodeString(v)
-	if err != nil || len(b) == 0 || b[0] != cursorVersion || len(b) > maxKeyBytes+2 {
-		return nil, badParam("cursor", "not a cursor from a previous page of this API")
+	if err != nil || len(b) == 0 || b[0] != cursorFormat || len(b) > maxKeyBytes+12 {
+		return 0, nil, bad
 	}
-	return b[1:], nil
+	version, n := binary.Uvarint(b[1:])
+	if n <= 0 || version > math.MaxInt32 {
+		return 0, nil, bad
+	}
+	return int(version), b[1+n:], nil
 }
 
 // encodeKey is the body form of a key: text, or base64url with enc=b64; a key that is not

@@ -55,6 +55,10 @@ func (e *peerError) Error() string {
 // errNotCaughtUp reports that a view did not reach a min_offsets/min_lsn position in time.
 var errNotCaughtUp = errors.New("serve: view has not reached the requested position")
 
+// errVersionChanged reports that the view switched to a rebuilt version while a scan was paging
+// through it.
+var errVersionChanged = errors.New("serve: the view's version changed during the scan")
+
 // errTimeout reports that a request ran out of its RequestTimeout.
 var errTimeout = errors.New("serve: request timed out")
 
@@ -97,9 +101,14 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, ErrUnknownView):
 		s.writeProblem(w, r, problemOf("unknown-view", http.StatusNotFound, "no view has that name; GET /v1/views lists them"))
 	case errors.Is(err, ErrNotWindowed):
-		p := problemOf("not-windowed", http.StatusBadRequest, "from= and to= apply only to windowed views")
+		p := problemOf("not-windowed", http.StatusBadRequest,
+			"the view is not windowed: from= and to= apply only to windowed views; read the key without them")
 		p.Param = "from"
 		s.writeProblem(w, r, p)
+	case errors.Is(err, ErrWindowed):
+		s.writeProblem(w, r, problemOf("windowed", http.StatusBadRequest,
+			"the view is windowed and cannot be scanned by key range yet; read one key's windows at "+
+				"/v1/views/{view}/keys/{key}, optionally with from= and to="))
 	case errors.Is(err, ErrRestoring):
 		s.writeProblem(w, r, problemOf("restoring", http.StatusServiceUnavailable,
 			"the partition is restoring its stores; retry later, or pass stale=true to read it as it is"))
@@ -112,6 +121,11 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, errNotCaughtUp):
 		s.writeProblem(w, r, problemOf("not-caught-up", http.StatusServiceUnavailable,
 			"the view has not reached min_offsets/min_lsn within wait; retry, or wait longer"))
+	case errors.Is(err, errVersionChanged), errors.Is(err, ErrNoVersion):
+		p := problemOf("version-changed", http.StatusConflict,
+			"the view switched to a rebuilt version while this scan paged through it; start the scan again without cursor=")
+		p.Param = "cursor"
+		s.writeProblem(w, r, p)
 	case errors.Is(err, errTimeout), errors.Is(err, context.DeadlineExceeded):
 		s.writeProblem(w, r, problemOf("timeout", http.StatusServiceUnavailable, "the request took too long; retry"))
 	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:

@@ -38,6 +38,10 @@ func (s *Server) key(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := viewOf(r)
+	if err := matchWindowed(v, &p); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	part := v.Partition(key)
 	if owner := v.Owner(part); !owner.Local {
 		s.route(w, r, part, owner.Addr)
@@ -56,6 +60,19 @@ func (s *Server) key(w http.ResponseWriter, r *http.Request) {
 	default:
 		s.get(w, r, v, key, p)
 	}
+}
+
+// matchWindowed fits a key read to the kind of view: a windowed view's key without from= or
+// to= reads all its windows; from= or to= on a view that is not windowed is the client's
+// mistake, named as such.
+func matchWindowed(v View, p *params) error {
+	switch windowed := v.Info().Windowed; {
+	case windowed && !p.windows:
+		p.windows, p.from, p.to = true, minTime, maxTime
+	case !windowed && p.windows:
+		return ErrNotWindowed
+	}
+	return nil
 }
 
 // readContext bounds a request's work: its wait (for min_offsets/min_lsn or a long-poll) plus

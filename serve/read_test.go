@@ -124,7 +124,7 @@ func TestBadParameters(t *testing.T) {
 		{"/v1/views/v/keys/k?from=10&to=5", "to"},
 		{"/v1/views/v/keys/k?stale=maybe", "stale"},
 		{"/v1/views/v?limit=0", "limit"},
-		{"/v1/views/v?limit=1001", "limit"},
+		{"/v1/views/v?limit=10001", "limit"},
 		{"/v1/views/v?limit=ten", "limit"},
 		{"/v1/views/v?cursor=AA", "cursor"},
 		{"/v1/views/v?cursor=%%%", "cursor"},
@@ -177,10 +177,20 @@ func TestWindows(t *testing.T) {
 		t.Fatalf("windows %v, want %s", got, want)
 	}
 
+	// Without from= and to=, a windowed key reads all its windows.
+	get(t, keyURL(ts.URL, "clicks", "user-1")).want(t, http.StatusOK).decode(t, &body)
+	if len(body.Windows) != 5 {
+		t.Fatalf("all windows of user-1: %+v", body.Windows)
+	}
+
 	b.addView("plain", 2, false)
 	p := get(t, keyURL(ts.URL, "plain", "k", "from=0")).want(t, http.StatusBadRequest).problem(t)
-	if p.Type != "urn:tarn:problem:not-windowed" {
+	if p.Type != "urn:tarn:problem:not-windowed" || !strings.Contains(p.Detail, "not windowed") {
 		t.Fatalf("problem %+v", p)
+	}
+	p = get(t, ts.URL+"/v1/views/clicks?limit=100").want(t, http.StatusBadRequest).problem(t)
+	if p.Type != "urn:tarn:problem:windowed" || !strings.Contains(p.Detail, "/keys/{key}") {
+		t.Fatalf("scan of a windowed view: problem %+v", p)
 	}
 }
 

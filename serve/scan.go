@@ -28,12 +28,16 @@ func (s *Server) scan(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := viewOf(r)
+	if v.Info().Windowed {
+		s.writeError(w, r, ErrWindowed)
+		return
+	}
 	local, remote, err := s.placement(r, v, p)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	req := ScanRequest{Start: p.start, Limit: p.limit, Opts: ReadOptions{Stale: p.stale}}
+	req := ScanRequest{Start: p.start, Limit: p.limit, Version: scanVersion(v, p), Opts: ReadOptions{Stale: p.stale}}
 	if p.hasEnd {
 		req.End = p.end
 	}
@@ -47,7 +51,43 @@ func (s *Server) scan(w http.ResponseWriter, r *http.Request) {
 		s.readFailed(w, r, err)
 		return
 	}
-	s.writeScan(w, r, p, mergeResults(results, p.limit))
+	page := mergeResults(results, p.limit)
+	if err := checkVersion(results, req.Version); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeScan(w, r, p, page)
+}
+
+// scanVersion is the version of the view a scan reads: the one its cursor or version= names,
+// else the one serving now, so that every page and every instance's part of it reads the same.
+func scanVersion(v View, p params) int {
+	switch {
+	case p.cursorVersion != 0:
+		return p.cursorVersion
+	case p.version != 0:
+		return p.version
+	}
+	return v.Info().Version
+}
+
+// checkVersion keeps a scan on one version of the view: every instance's part of a page must
+// come from the same version, and a page reached by a cursor from the version its first page
+// read. A rebuild that switches versions in between ends the scan with errVersionChanged,
+// rather than handing the client pages of two different definitions.
+func checkVersion(results []ScanResult, want int) error {
+	for _, res := range results {
+		if res.Version == 0 {
+			continue // a source that had no partitions to read
+		}
+		if want == 0 {
+			want = res.Version
+		}
+		if res.Version != want {
+			return fmt.Errorf("%w: version %d, then %d", errVersionChanged, want, res.Version)
+		}
+	}
+	return nil
 }
 
 // placement splits the partitions a scan covers into local ones and, per owner, remote
@@ -116,7 +156,7 @@ func (s *Server) scanLocal(ctx context.Context, r *http.Request, v View, p param
 		return v.Scan(ctx, req)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "s%t%s\x00%d\x00%q\x00%q\x00%v", p.stale, nameOf(r), req.Limit, req.Start, req.End, req.Partitions)
+	fmt.Fprintf(&b, "s%t%s\x00%d\x00%d\x00%q\x00%q\x00%v", p.stale, nameOf(r), req.Version, req.Limit, req.Start, req.End, req.Partitions)
 	res, err, _ := s.reads.Do(b.String(), func() (any, error) {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.RequestTimeout)
 		defer cancel()
@@ -130,7 +170,9 @@ func (s *Server) scanLocal(ctx context.Context, r *http.Request, v View, p param
 
 // scanJSON is the body of a scan answer.
 type scanJSON struct {
-	View       string      `json:"view"`
+	View string `json:"view"`
+	// Version is the version of the view every entry was read from (see checkVersion).
+	Version    int         `json:"version"`
 	Entries    []entryJSON `json:"entries"`
 	More       bool        `json:"more"`
 	NextCursor string      `json:"next_cursor,omitempty"`
@@ -155,6 +197,7 @@ func (s *Server) scanRemote(ctx context.Context, r *http.Request, addr string, p
 	}
 	q.Set("limit", strconv.Itoa(req.Limit))
 	q.Set("partitions", joinPartitions(parts))
+	q.Set("version", strconv.Itoa(req.Version))
 	for _, name := range []string{"min_offsets", "min_lsn", "wait", "stale"} {
 		if v := r.URL.Query().Get(name); v != "" {
 			q.Set(name, v)
@@ -164,7 +207,7 @@ func (s *Server) scanRemote(ctx context.Context, r *http.Request, addr string, p
 	if err := s.peerGet(ctx, r, addr, r.URL.EscapedPath()+"?"+q.Encode(), &body); err != nil {
 		return ScanResult{}, err
 	}
-	res := ScanResult{Position: body.Position, More: body.More, Entries: make([]Entry, 0, len(body.Entries))}
+	res := ScanResult{Position: body.Position, More: body.More, Version: body.Version, Entries: make([]Entry, 0, len(body.Entries))}
 	for _, e := range body.Entries {
 		if e.Key == nil {
 			return ScanResult{}, fmt.Errorf("serve: instance %s sent an entry without a key", addr)
@@ -252,6 +295,7 @@ func mergeResults(results []ScanResult, limit int) ScanResult {
 		idx[best]++
 	}
 	for i, res := range results {
+		out.Version = max(out.Version, res.Version)
 		out.Position = out.Position.Merge(res.Position)
 		out.More = out.More || res.More || idx[i] < len(res.Entries)
 	}
@@ -259,7 +303,7 @@ func mergeResults(results []ScanResult, limit int) ScanResult {
 }
 
 func (s *Server) writeScan(w http.ResponseWriter, r *http.Request, p params, res ScanResult) {
-	body := scanJSON{View: nameOf(r), Entries: make([]entryJSON, len(res.Entries)), More: res.More, Position: res.Position}
+	body := scanJSON{View: nameOf(r), Version: res.Version, Entries: make([]entryJSON, len(res.Entries)), More: res.More, Position: res.Position}
 	h := etagParts(res.Entries)
 	for i, e := range res.Entries {
 		k, isB64 := encodeKey(e.Key, p.b64)
@@ -271,7 +315,7 @@ func (s *Server) writeScan(w http.ResponseWriter, r *http.Request, p params, res
 	}
 	if res.More && len(res.Entries) > 0 {
 		// The next page starts just above the last key of this one.
-		body.NextCursor = makeCursor(append(bytes.Clone(res.Entries[len(res.Entries)-1].Key), 0))
+		body.NextCursor = makeCursor(res.Version, append(bytes.Clone(res.Entries[len(res.Entries)-1].Key), 0))
 	}
 	enc, err := json.Marshal(body)
 	if err != nil {

@@ -81,6 +81,35 @@ func TestScanMergesPartitionsInKeyOrder(t *testing.T) {
 		want(t, http.StatusNotModified)
 }
 
+// A scan stays on the version its first page read: when a rebuild switches the view to a new
+// version between pages, the next page answers 409 rather than mixing two definitions.
+func TestScanPinsOneVersion(t *testing.T) {
+	b := newPebbleBackend(t)
+	v := b.addView("v", 2, false)
+	for i := range 10 {
+		v.apply(t, []byte(fmt.Sprintf("k%02d", i)), i)
+	}
+	ts := start(t, b)
+	var first pageBody
+	get(t, ts.URL+"/v1/views/v?limit=3").want(t, http.StatusOK).decode(t, &first)
+	if first.Version != 1 || first.NextCursor == "" {
+		t.Fatalf("first page %+v", first)
+	}
+	next := ts.URL + "/v1/views/v?limit=3&cursor=" + url.QueryEscape(first.NextCursor)
+	get(t, next).want(t, http.StatusOK)
+	v.mu.Lock()
+	v.version = 2
+	v.mu.Unlock()
+	if p := get(t, next).want(t, http.StatusConflict).problem(t); p.Type != "urn:tarn:problem:version-changed" {
+		t.Fatalf("problem %+v", p)
+	}
+	var fresh pageBody
+	get(t, ts.URL+"/v1/views/v?limit=3").want(t, http.StatusOK).decode(t, &fresh)
+	if fresh.Version != 2 {
+		t.Fatalf("a new scan reads version %d, want 2", fresh.Version)
+	}
+}
+
 func TestScanBinaryKeys(t *testing.T) {
 	b := newPebbleBackend(t)
 	v := b.addView("v", 2, false)

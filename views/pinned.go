@@ -41,8 +41,8 @@ func (p Pinned) Get(ctx context.Context, key string) ([]byte, Position, error) {
 }
 
 // Scan is [Runtime.Scan] at the pinned version.
-func (p Pinned) Scan(prefix, start, end string, limit int) ([]Entry, Position, error) {
-	return p.e.scan(prefix, start, end, limit)
+func (p Pinned) Scan(rng ScanRange) ([]Entry, Position, error) {
+	return p.e.scan(rng)
 }
 
 // Windows is [Runtime.Windows] at the pinned version.

@@ -210,20 +210,30 @@ type Entry struct {
 	Value []byte
 }
 
-// Scan returns up to limit entries of a key-value view with keys in [start, end) (end ""
-// means no upper bound) and, if prefix is not empty, starting with prefix, merged in key order
-// over the partitions this instance owns, all read from one Pebble snapshot. The position
-// covers the partitions read. Partitions owned elsewhere are not included: a caller fans out
-// to the owners ([Runtime.Owners]).
-func (r *Runtime) Scan(view Name, prefix, start, end string, limit int) ([]Entry, Position, error) {
+// ScanRange selects the entries a scan reads.
+type ScanRange struct {
+	// Partitions are the partitions to read; nil reads every partition this instance owns.
+	Partitions []int32
+	// Start and End bound the keys to [Start, End); End "" means no upper bound. A non-empty
+	// Prefix keeps only keys that start with it.
+	Prefix, Start, End string
+	// Limit caps the entries returned; 0 means no cap.
+	Limit int
+}
+
+// Scan returns the entries of rng in a key-value view, merged in key order over the
+// partitions of rng this instance owns, all read from one Pebble snapshot. The position covers
+// the partitions read. Partitions owned elsewhere are not included: a caller fans out to the
+// owners ([Runtime.Owners]).
+func (r *Runtime) Scan(view Name, rng ScanRange) ([]Entry, Position, error) {
 	e, err := r.queryable(view)
 	if err != nil {
 		return nil, nil, err
 	}
-	return e.scan(prefix, start, end, limit)
+	return e.scan(rng)
 }
 
-func (e *engine) scan(prefix, start, end string, limit int) ([]Entry, Position, error) {
+func (e *engine) scan(rng ScanRange) ([]Entry, Position, error) {
 	if _, ok := e.v.servedKV(); !ok {
 		return nil, nil, fmt.Errorf("%w: view %q is windowed; use Windows", ErrNotServed, e.v.name)
 	}
@@ -232,19 +242,22 @@ func (e *engine) scan(prefix, start, end string, limit int) ([]Entry, Position, 
 	var all []Entry
 	pos := Position{}
 	for _, t := range e.servedTasks() {
+		if rng.Partitions != nil && !slices.Contains(rng.Partitions, t.partition) {
+			continue
+		}
 		kv := t.served.(*state.KV)
 		if off, ok, err := kv.Offset(snap); err == nil && ok {
 			pos[t.partition] = off
 		}
-		got, err := scanPartition(kv, snap, prefix, start, end, limit)
+		got, err := scanPartition(kv, snap, rng.Prefix, rng.Start, rng.End, rng.Limit)
 		if err != nil {
 			return nil, nil, err
 		}
 		all = append(all, got...)
 	}
 	slices.SortFunc(all, func(a, b Entry) int { return strings.Compare(a.Key, b.Key) })
-	if limit > 0 && len(all) > limit {
-		all = all[:limit]
+	if rng.Limit > 0 && len(all) > rng.Limit {
+		all = all[:rng.Limit]
 	}
 	return all, pos, nil
 }

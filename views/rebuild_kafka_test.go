@@ -389,7 +389,7 @@ func fanOut(rts []*Runtime) (int, map[string]float64, bool) {
 		if err != nil {
 			return 0, nil, false
 		}
-		entries, pos, err := p.Scan("", "", "", 0)
+		entries, pos, err := p.Scan(ScanRange{})
 		if err != nil {
 			return 0, nil, false
 		}
