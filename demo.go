@@ -129,11 +129,15 @@ func demoPostgres(ctx context.Context, cfg *Config, log *slog.Logger) (*pgxpool.
 		return nil, stop, err
 	}
 	v, err := migrations.Up(ctx, db)
+	var demoV int64
+	if err == nil {
+		demoV, err = migrations.UpDemo(ctx, db)
+	}
 	db.Close()
 	if err != nil {
 		return nil, stop, err
 	}
-	log.Info("demo: migrations applied", "version", v)
+	log.Info("demo: migrations applied", "tarn_version", v, "demo_version", demoV)
 	pg, err := pgxpool.New(ctx, cfg.Postgres)
 	if err != nil {
 		return nil, stop, err

@@ -66,9 +66,11 @@ func TestServeTwoInstances(t *testing.T) {
 	bin := buildTarn(t)
 	app := fmt.Sprintf("it%d", time.Now().UnixNano()%1e9)
 
-	if out, err := exec.Command(bin, "migrate", "--postgres", pg).CombinedOutput(); err != nil || !strings.Contains(string(out), "version 3") {
+	if out, err := exec.Command(bin, "migrate", "--postgres", pg).CombinedOutput(); err != nil || !strings.Contains(string(out), "version 1") {
 		t.Fatalf("tarn migrate: %v\n%s", err, out)
 	}
+	requireNoDemoTables(ctx, t, pg)
+	migrate(ctx, t, pg)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(testenv.Kafka(t)...), kgo.MetadataMinAge(250*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)

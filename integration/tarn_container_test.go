@@ -179,6 +179,27 @@ func migrate(ctx context.Context, t *testing.T, pg string) {
 	if _, err := migrations.Up(ctx, db); err != nil {
 		t.Fatalf("migrations: %v", err)
 	}
+	// cmd/tarn's CDC views read the demo's tables; a user's service reads its own.
+	if _, err := migrations.UpDemo(ctx, db); err != nil {
+		t.Fatalf("demo migrations: %v", err)
+	}
+}
+
+// requireNoDemoTables fails the test when the database holds any of the demo's tables: `tarn
+// migrate` installs only tarn's own objects.
+func requireNoDemoTables(ctx context.Context, t *testing.T, pg string) {
+	t.Helper()
+	db, err := migrations.Open(pg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n int
+	err = db.QueryRowContext(ctx, `SELECT count(*) FROM pg_tables WHERE schemaname || '.' || tablename = ANY($1)`,
+		migrations.DemoTables).Scan(&n)
+	if err != nil || n != 0 {
+		t.Fatalf("tarn migrate left %d of the demo's tables (%v); it must install only tarn's own objects", n, err)
+	}
 }
 
 // exampleTopics are the event topics cmd/tarn's views read (its examples.go); `tarn serve`

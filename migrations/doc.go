@@ -1,6 +1,8 @@
 // Package migrations owns the SQL that tarn applies to Postgres, as pressly/goose migrations
-// embedded in the binary: what tarn itself needs (its schema, a read role and its grants) and
-// the demo schema (customers, users, orders) with its publication.
+// embedded in the binary: what tarn itself needs (its schema, a read role and its grants), which
+// `tarn migrate` applies ([Up]), and apart from it the demo schema (customers, users, orders)
+// with its publication, which only `tarn demo` applies ([UpDemo]), with a version table of its
+// own.
 //
 // # Invariants
 //

@@ -13,11 +13,18 @@ import (
 	"github.com/pressly/goose/v3/lock"
 )
 
-//go:embed sql/*.sql
+//go:embed sql/*.sql demo/*.sql
 var embedded embed.FS
 
-// FS holds the migrations, named <version>_<name>.sql.
+// FS holds tarn's own migrations, named <version>_<name>.sql: all that `tarn migrate` applies.
 var FS, _ = fs.Sub(embedded, "sql")
+
+// DemoFS holds the demo's schema and publication, applied by `tarn demo` only. They keep their
+// own version table, so a user's database never gets the demo's tables from `tarn migrate`.
+var DemoFS, _ = fs.Sub(embedded, "demo")
+
+// demoTable is the goose version table of DemoFS; tarn's own migrations use goose's default.
+const demoTable = "tarn_demo_db_version"
 
 // DemoPublication is the publication of the demo tables.
 const DemoPublication = "tarn_demo"
@@ -40,34 +47,59 @@ func Open(url string) (*sql.DB, error) {
 // driver registers "pgx" with database/sql.
 var _ = stdlib.GetDefaultDriver
 
-func provider(db *sql.DB) (*goose.Provider, error) {
+// set is one sequence of migrations with its own version table.
+type set struct {
+	fsys  fs.FS
+	table string // "" for goose's default
+}
+
+var (
+	tarnSet = set{fsys: FS}
+	demoSet = set{fsys: DemoFS, table: demoTable}
+)
+
+func provider(db *sql.DB, s set) (*goose.Provider, error) {
 	locker, err := lock.NewPostgresSessionLocker()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrMigrate, err)
 	}
-	p, err := goose.NewProvider(goose.DialectPostgres, db, FS,
-		goose.WithSessionLocker(locker), goose.WithDisableGlobalRegistry(true))
+	opts := []goose.ProviderOption{goose.WithSessionLocker(locker), goose.WithDisableGlobalRegistry(true)}
+	if s.table != "" {
+		opts = append(opts, goose.WithTableName(s.table))
+	}
+	p, err := goose.NewProvider(goose.DialectPostgres, db, s.fsys, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrMigrate, err)
 	}
 	return p, nil
 }
 
-// Up applies every migration not yet applied and returns the database's version after it.
-func Up(ctx context.Context, db *sql.DB) (int64, error) {
-	p, err := provider(db)
+// Up applies every migration of tarn's own not yet applied and returns the database's version
+// after it.
+func Up(ctx context.Context, db *sql.DB) (int64, error) { return up(ctx, db, tarnSet) }
+
+// UpDemo applies the demo's schema and publication (DemoFS) and returns their version.
+func UpDemo(ctx context.Context, db *sql.DB) (int64, error) { return up(ctx, db, demoSet) }
+
+func up(ctx context.Context, db *sql.DB, s set) (int64, error) {
+	p, err := provider(db, s)
 	if err != nil {
 		return 0, err
 	}
 	if _, err := p.Up(ctx); err != nil {
 		return 0, fmt.Errorf("%w: up: %w", ErrMigrate, err)
 	}
-	return Version(ctx, db)
+	return version(ctx, db, s)
 }
 
-// DownTo rolls migrations back until the database is at version (0: none applied).
-func DownTo(ctx context.Context, db *sql.DB, version int64) error {
-	p, err := provider(db)
+// DownTo rolls tarn's own migrations back until the database is at version (0: none applied).
+func DownTo(ctx context.Context, db *sql.DB, version int64) error { return downTo(ctx, db, tarnSet, version) }
+
+// DownDemo removes the demo's schema and publication.
+func DownDemo(ctx context.Context, db *sql.DB) error { return downTo(ctx, db, demoSet, 0) }
+
+func downTo(ctx context.Context, db *sql.DB, s set, version int64) error {
+	p, err := provider(db, s)
 	if err != nil {
 		return err
 	}
@@ -77,9 +109,11 @@ func DownTo(ctx context.Context, db *sql.DB, version int64) error {
 	return nil
 }
 
-// Version is the newest migration applied to the database (0: none).
-func Version(ctx context.Context, db *sql.DB) (int64, error) {
-	p, err := provider(db)
+// Version is the newest of tarn's own migrations applied to the database (0: none).
+func Version(ctx context.Context, db *sql.DB) (int64, error) { return version(ctx, db, tarnSet) }
+
+func version(ctx context.Context, db *sql.DB, s set) (int64, error) {
+	p, err := provider(db, s)
 	if err != nil {
 		return 0, err
 	}
