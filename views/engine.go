@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -467,6 +468,8 @@ func (e *engine) process(ctx context.Context, fs kgo.Fetches) ([]*runTask, int, 
 func (e *engine) processTask(t *runTask, inputs []kgo.FetchTopicPartition) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
+			e.rt.cfg.Logger.Error("views: view code panicked", "view", e.v.name, "version", e.v.version,
+				"partition", t.partition, "panic", p, "stack", string(debug.Stack()))
 			err = fmt.Errorf("views: view %q version %d partition %d panicked: %v", e.v.name, e.v.version, t.partition, p)
 		}
 	}()

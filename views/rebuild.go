@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -332,6 +333,8 @@ func (vr *viewRun) start(ctx context.Context, rec versionsRecord, version int, p
 func runEngine(ctx context.Context, e *engine) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
+			e.rt.cfg.Logger.Error("views: view code panicked", "view", e.v.name, "version", e.v.version,
+				"panic", p, "stack", string(debug.Stack()))
 			err = fmt.Errorf("views: view %q version %d panicked: %v", e.v.name, e.v.version, p)
 		}
 	}()
