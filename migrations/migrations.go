@@ -93,7 +93,9 @@ func up(ctx context.Context, db *sql.DB, s set) (int64, error) {
 }
 
 // DownTo rolls tarn's own migrations back until the database is at version (0: none applied).
-func DownTo(ctx context.Context, db *sql.DB, version int64) error { return downTo(ctx, db, tarnSet, version) }
+func DownTo(ctx context.Context, db *sql.DB, version int64) error {
+	return downTo(ctx, db, tarnSet, version)
+}
 
 // DownDemo removes the demo's schema and publication.
 func DownDemo(ctx context.Context, db *sql.DB) error { return downTo(ctx, db, demoSet, 0) }
