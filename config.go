@@ -29,6 +29,8 @@ type Config struct {
 	TokenFile   string        // file holding the bearer token the HTTP API requires (default none)
 	LogLevel    string        // debug, info, warn or error (default info)
 	Shutdown    time.Duration // how long a graceful stop may take (default 30s)
+	InstanceID  string        // stable id of this instance in the app's groups (default: kept in the data folder)
+	Session     time.Duration // how long the group waits for a silent instance (default 10s)
 }
 
 // setting describes one Config field for flags, environment and file alike.
@@ -74,6 +76,12 @@ var settings = []setting{
 	}},
 	{"shutdown-timeout", "how long a graceful stop may take", func(fs *flag.FlagSet, c *Config) {
 		fs.DurationVar(&c.Shutdown, "shutdown-timeout", 30*time.Second, "")
+	}},
+	{"instance-id", "stable id of this instance in the app's consumer groups, unique per instance (default: generated once and kept in <data-dir>/instance-id)", func(fs *flag.FlagSet, c *Config) {
+		fs.StringVar(&c.InstanceID, "instance-id", "", "")
+	}},
+	{"session-timeout", "how long the others wait for a silent instance before taking its partitions (at least the broker's group.min.session.timeout.ms)", func(fs *flag.FlagSet, c *Config) {
+		fs.DurationVar(&c.Session, "session-timeout", 10*time.Second, "")
 	}},
 }
 
@@ -190,6 +198,12 @@ func (c *Config) Validate() error {
 	case "debug", "info", "warn", "error":
 	default:
 		errs = append(errs, fmt.Errorf("log-level %q: want debug, info, warn or error", c.LogLevel))
+	}
+	if c.InstanceID != "" && !validInstanceID(c.InstanceID) {
+		errs = append(errs, fmt.Errorf("instance-id %q: use 1 to 64 letters, digits, '_' and '-'", c.InstanceID))
+	}
+	if c.Session <= 0 {
+		errs = append(errs, fmt.Errorf("session-timeout %s: must be positive", c.Session))
 	}
 	if c.Shutdown <= 0 {
 		errs = append(errs, fmt.Errorf("shutdown-timeout %s: must be positive", c.Shutdown))

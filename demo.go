@@ -39,6 +39,9 @@ type Demo struct {
 	Try []string
 }
 
+// demoMemory is the store memory of `tarn demo` unless --memory says otherwise.
+const demoMemory = "256MiB"
+
 // runDemo starts everything on this machine with no setup: an in-process Kafka broker
 // (franz-go's kfake) unless --kafka names one, a throwaway Postgres cluster from the machine's
 // binaries unless --postgres names one, the migrations, the demo data and events, and the
@@ -48,6 +51,11 @@ func runDemo(ctx context.Context, p Program, inv invocation) error {
 		return errors.New("this program has no demo; run tarn serve")
 	}
 	cfg, log := inv.cfg, inv.log
+	if cfg.Memory == "" {
+		// A demo holds a few thousand keys: a quarter of the machine (serve's default) would
+		// only take memory from whatever else runs beside it.
+		cfg.Memory = demoMemory
+	}
 	if len(cfg.Kafka) == 0 {
 		cluster, err := kfake.NewCluster(kfake.NumBrokers(1))
 		if err != nil {

@@ -64,8 +64,14 @@ func runInstance(ctx context.Context, p Program, cfg Config, log *slog.Logger, r
 		advertise = "http://" + ln.Addr().String()
 	}
 
+	instance, err := instanceID(cfg)
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	rt, err := views.NewRuntime(views.Config{App: cfg.App, Brokers: cfg.Kafka, State: db, Views: p.Views,
-		ExactlyOnce: cfg.ExactlyOnce, AdvertiseAddr: advertise, Logger: log, Registerer: reg})
+		ExactlyOnce: cfg.ExactlyOnce, AdvertiseAddr: advertise, InstanceID: instance, SessionTimeout: cfg.Session,
+		Logger: log, Registerer: reg})
 	if err != nil {
 		ln.Close()
 		return err
@@ -98,7 +104,7 @@ func runInstance(ctx context.Context, p Program, cfg Config, log *slog.Logger, r
 	})
 	g.Go(func() error { return srv.Serve(gctx, ln) })
 	log.Info("tarn: serving", "http", advertise, "views", len(p.Views), "kafka", strings.Join(cfg.Kafka, ","),
-		"exactly_once", cfg.ExactlyOnce)
+		"exactly_once", cfg.ExactlyOnce, "instance_id", instance)
 	if ready != nil {
 		ready(advertise)
 	}

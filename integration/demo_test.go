@@ -29,7 +29,10 @@ func TestDemo(t *testing.T) {
 	var stdout, stderr strings.Builder
 	cmd := exec.Command(bin, "demo", "--http", addr, "--data-dir", dataDir)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.Env = append(os.Environ(), "TARN_LOG_LEVEL=info")
+	// The demo's throwaway Postgres lives under TMPDIR: one of this test's own, so that the
+	// check for leftovers below sees this demo's processes only, not another one's.
+	tmp := t.TempDir()
+	cmd.Env = append(os.Environ(), "TARN_LOG_LEVEL=info", "TMPDIR="+tmp)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +115,7 @@ func TestDemo(t *testing.T) {
 		c.Close()
 		t.Fatalf("%s still accepts connections after the demo stopped", addr)
 	}
-	if leftovers := processesMentioning("tarn-demo-"); len(leftovers) > 0 {
+	if leftovers := processesMentioning(tmp); len(leftovers) > 0 {
 		t.Fatalf("processes left behind: %v", leftovers)
 	}
 }
@@ -182,7 +185,8 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-// processesMentioning lists running processes whose command line contains s.
+// processesMentioning lists running processes whose command line contains s (a path of the
+// test's own, so that nothing else on the machine matches).
 func processesMentioning(s string) []string {
 	var found []string
 	dirs, _ := filepath.Glob("/proc/[0-9]*/cmdline")

@@ -37,8 +37,13 @@ func buildTarn(t *testing.T) string {
 }
 
 func startServe(t *testing.T, bin string, args ...string) *instance {
+	return startServeIn(t, bin, t.TempDir(), args...)
+}
+
+// startServeIn starts `tarn serve` on the data folder dataDir (a restart when it was used before).
+func startServeIn(t *testing.T, bin, dataDir string, args ...string) *instance {
 	addr := freeAddr(t)
-	in := &instance{base: "http://" + addr, dataDir: t.TempDir(), stderr: &strings.Builder{}, exited: make(chan error, 1)}
+	in := &instance{base: "http://" + addr, dataDir: dataDir, stderr: &strings.Builder{}, exited: make(chan error, 1)}
 	in.cmd = exec.Command(bin, append([]string{"serve", "--http", addr, "--data-dir", in.dataDir}, args...)...)
 	in.cmd.Stderr = in.stderr
 	if err := in.cmd.Start(); err != nil {

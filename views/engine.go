@@ -13,6 +13,7 @@ import (
 
 	"github.com/tarnhq/tarn/internal/topic"
 	"github.com/tarnhq/tarn/state"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -147,7 +148,10 @@ type engine struct {
 		lag     map[string]int64 // "topic/partition" → records behind
 	}
 	running atomic.Bool
-	side    *sideReader // side inputs: co-tables and followed topics (sidereader.go)
+	// joined is true once the session's consumer joined its group (its first assignment,
+	// possibly empty) and until that session ends or is lost.
+	joined atomic.Bool
+	side   *sideReader // side inputs: co-tables and followed topics (sidereader.go)
 
 	// Set by the view's supervisor (rebuild.go) before run.
 	frozen   bool      // answer queries from the restored stores, process nothing
@@ -223,13 +227,34 @@ func (c consumer) allowRebalance() {
 	c.cl.AllowRebalance()
 }
 
-// close leaves the group; the last poll may still block rebalances, so it allows them.
-func (c consumer) close() {
+// close closes the client; the last poll may still block rebalances, so it allows them. A
+// dynamic member leaves the group as it closes; a static one (Config.InstanceID) stays, so
+// that a new client of this process, or the process restarted, takes the same partitions
+// back without a rebalance, unless leave asks it to go (a stop: the others take over at once).
+func (e *engine) closeConsumer(c consumer, leave bool) {
 	if c.sess != nil {
 		c.sess.CloseAllowingRebalance()
+	} else {
+		c.cl.CloseAllowingRebalance()
+	}
+	id := e.rt.cfg.InstanceID
+	if !leave || id == "" {
 		return
 	}
-	c.cl.CloseAllowingRebalance()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(e.base...)
+	if err == nil {
+		defer cl.Close()
+		var res kadm.LeaveGroupResponses
+		if res, err = kadm.NewClient(cl).LeaveGroup(ctx, kadm.LeaveGroup(e.group).InstanceIDs(id).Reason("tarn instance stopping")); err == nil {
+			err = res.Error()
+		}
+	}
+	if err != nil && !errors.Is(err, kerr.UnknownMemberID) {
+		e.log.Warn("views: could not leave the group; the others take over once its session times out",
+			"group", e.group, "instance_id", id, "session_timeout", e.rt.cfg.SessionTimeout, "err", err)
+	}
 }
 
 func (e *engine) newConsumer() (consumer, error) {
@@ -252,16 +277,27 @@ func (e *engine) newConsumer() (consumer, error) {
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.ClientID(clientIDPrefix+cfg.AdvertiseAddr),
+		kgo.SessionTimeout(cfg.SessionTimeout),
 		kgo.OnPartitionsAssigned(e.assigned),
 		kgo.OnPartitionsRevoked(e.revoked),
-		kgo.OnPartitionsLost(e.lost),
+		kgo.OnPartitionsLost(e.sessionLost),
 	)
+	if cfg.InstanceID != "" {
+		opts = append(opts, kgo.InstanceID(cfg.InstanceID))
+	}
 	if !e.transactional() {
 		cl, err := kgo.NewClient(opts...)
 		return consumer{cl: cl}, err
 	}
+	// A static member's transactional id is stable, so that its restart fences the open
+	// transaction of the process it replaces at once (InitProducerID aborts it) rather than
+	// the group's offset fetch waiting for that transaction to time out.
+	txnID := e.group + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	if cfg.InstanceID != "" {
+		txnID = e.group + "-" + cfg.InstanceID
+	}
 	opts = append(opts,
-		kgo.TransactionalID(e.group+"-"+strconv.FormatInt(time.Now().UnixNano(), 36)),
+		kgo.TransactionalID(txnID),
 		kgo.TransactionTimeout(cfg.TransactionTimeout),
 		kgo.RequireStableFetchOffsets(),
 	)
@@ -296,10 +332,12 @@ func (e *engine) session(ctx context.Context) error {
 			e.commitApplied(cctx, c.cl)
 			cancel()
 		}
-		c.close()
+		e.closeConsumer(c, ctx.Err() != nil)
 	}()
 	e.running.Store(true)
 	defer e.running.Store(false)
+	e.joined.Store(false)
+	defer e.joined.Store(false)
 	for {
 		fs := e.poll(ctx, c)
 		if fs.IsClientClosed() || ctx.Err() != nil {
@@ -623,12 +661,19 @@ func (e *engine) committed(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kms
 // assigned notes new partitions and wakes the loop, which restores their tasks before it
 // processes more.
 func (e *engine) assigned(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+	e.mu.Lock()
 	for t, ps := range m {
 		sub := e.subOf[t]
 		for _, p := range ps {
-			e.pending[taskID{sub.id, p}] = true
+			id := taskID{sub.id, p}
+			e.pending[id] = true
+			// Restoring until the loop opens it, so that readiness and reads never see an
+			// assigned partition as someone else's.
+			e.mu.restoring[id] = true
 		}
 	}
+	e.mu.Unlock()
+	e.joined.Store(true)
 	select {
 	case e.wake <- struct{}{}:
 	default:
@@ -646,6 +691,13 @@ func (e *engine) revoked(ctx context.Context, cl *kgo.Client, m map[string][]int
 	e.lost(ctx, cl, m)
 }
 
+// sessionLost closes the tasks of a group session that ended without a revoke (the member
+// was fenced or its session expired): until it rejoins, the view is not running here.
+func (e *engine) sessionLost(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
+	e.joined.Store(false)
+	e.lost(ctx, cl, m)
+}
+
 // lost closes the tasks of partitions that were revoked or lost (where committing is too late).
 func (e *engine) lost(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 	e.mu.Lock()
@@ -656,6 +708,7 @@ func (e *engine) lost(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 			id := taskID{sub.id, p}
 			delete(e.pending, id)
 			delete(e.mu.tasks, id)
+			delete(e.mu.restoring, id)
 			e.forgetSide(id)
 		}
 	}
@@ -665,6 +718,7 @@ func (e *engine) dropAll() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	clear(e.mu.tasks)
+	clear(e.mu.restoring)
 	clear(e.pending)
 	e.forgetSides()
 }
@@ -700,6 +754,7 @@ func (e *engine) task(ctx context.Context, id taskID) (*runTask, error) {
 	delete(e.pending, id)
 	e.mu.Lock()
 	e.mu.tasks[id] = t
+	delete(e.mu.restoring, id)
 	e.mu.Unlock()
 	return t, nil
 }

@@ -127,7 +127,7 @@ func (e *engine) frozenSession(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("views: view %q: kafka client: %w", e.v.name, err)
 	}
-	defer c.close()
+	defer func() { e.closeConsumer(c, ctx.Err() != nil) }()
 	topics := make([]string, 0, len(e.bySource))
 	for t := range e.bySource {
 		topics = append(topics, t)
@@ -135,6 +135,8 @@ func (e *engine) frozenSession(ctx context.Context) error {
 	c.cl.PauseFetchTopics(topics...)
 	e.running.Store(true)
 	defer e.running.Store(false)
+	e.joined.Store(false)
+	defer e.joined.Store(false)
 	for {
 		pctx, cancel := context.WithTimeout(ctx, frozenPoll)
 		// A poll that ends by its deadline still blocks rebalances until AllowRebalance, so

@@ -71,7 +71,7 @@ func (r *Runtime) Info(view Name) (Info, error) {
 
 func (e *engine) info() Info {
 	in := Info{Name: e.v.name, Version: e.v.version, Fingerprint: e.v.finger, Windowed: e.v.Windowed(),
-		Queryable: e.v.Queryable(), Running: e.running.Load(), Positions: e.positions(), Lag: map[string]int64{}}
+		Queryable: e.v.Queryable(), Running: e.running.Load() && e.joined.Load(), Positions: e.positions(), Lag: map[string]int64{}}
 	if e.v.served != nil && e.setUp.Load() {
 		in.Partitions = e.subParts[e.v.served.sub.id]
 	}

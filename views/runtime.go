@@ -65,6 +65,18 @@ type Config struct {
 	// AdvertiseAddr is this instance's HTTP address, published in its Kafka client id so that
 	// other instances can route a key to its owner. Default "" (not routable).
 	AdvertiseAddr string
+	// InstanceID makes this runtime a static member of every view's consumer group
+	// (group.instance.id, KIP-345): a restarted instance with the same id takes its
+	// partitions back at once, without waiting for its dead predecessor's session to expire,
+	// and its exactly-once producer fences the predecessor's open transaction instead of
+	// waiting for it to time out. It must be stable across restarts and unique among the
+	// app's live instances (tarn keeps one in the data folder). On a stop the runtime leaves
+	// the groups, so the others take over at once. Default "" (dynamic membership).
+	InstanceID string
+	// SessionTimeout is how long the group waits for a silent member before moving its
+	// partitions: the time a SIGKILLed instance that does not come back stays unserved.
+	// The broker bounds it (group.min.session.timeout.ms, 6s by default). Default 10s.
+	SessionTimeout time.Duration
 	// IdleTimeout is how long an input partition may go without records before it stops
 	// holding back its task's watermark. Default 30s.
 	IdleTimeout time.Duration
@@ -101,6 +113,9 @@ type Config struct {
 func (c Config) withDefaults() Config {
 	if c.IdleTimeout == 0 {
 		c.IdleTimeout = 30 * time.Second
+	}
+	if c.SessionTimeout == 0 {
+		c.SessionTimeout = 10 * time.Second
 	}
 	if c.MaxPollRecords == 0 {
 		c.MaxPollRecords = 50000
@@ -156,8 +171,13 @@ func (c Config) Validate() error {
 			seen[v.name] = true
 		}
 	}
-	if c.IdleTimeout < 0 || c.MaxPollRecords < 0 || c.Partitions < 0 || c.TransactionTimeout < 0 || c.TaskParallelism < 0 {
-		add("IdleTimeout, MaxPollRecords, Partitions, TransactionTimeout and TaskParallelism must not be negative")
+	if c.InstanceID != "" {
+		if err := topic.ValidateName("InstanceID", c.InstanceID); err != nil {
+			add("InstanceID: %v", err)
+		}
+	}
+	if c.IdleTimeout < 0 || c.SessionTimeout < 0 || c.MaxPollRecords < 0 || c.Partitions < 0 || c.TransactionTimeout < 0 || c.TaskParallelism < 0 {
+		add("IdleTimeout, SessionTimeout, MaxPollRecords, Partitions, TransactionTimeout and TaskParallelism must not be negative")
 	}
 	for _, p := range c.Rebuild.validate() {
 		add("%s", p)
