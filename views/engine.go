@@ -151,6 +151,12 @@ type engine struct {
 	// joined is true once the session's consumer joined its group (its first assignment,
 	// possibly empty) and until that session ends or is lost.
 	joined atomic.Bool
+	// commits paces at-least-once offset commits (sendCommit).
+	commits struct {
+		sync.Mutex
+		inFlight bool
+		owed     bool // offsets were applied while a commit was in flight
+	}
 	side   *sideReader // side inputs: co-tables and followed topics (sidereader.go)
 
 	// Set by the view's supervisor (rebuild.go) before run.
@@ -267,8 +273,9 @@ func (e *engine) newConsumer() (consumer, error) {
 	// (franz-go's default is 10 ms) would only delay every batch. Records are not compressed
 	// (franz-go's default is snappy, Kafka's is none): outputs, changelogs and repartition
 	// records are usually read back at once, and compressing costs CPU here and on the
-	// broker that validates them. ClientOpts may override both.
-	opts := append(append([]kgo.Opt{kgo.ProducerLinger(0), kgo.ProducerBatchCompression(kgo.NoCompression())}, e.base...),
+	// broker that validates them. ClientOpts may override both, and the session timeout.
+	opts := append(append([]kgo.Opt{kgo.ProducerLinger(0), kgo.ProducerBatchCompression(kgo.NoCompression()),
+		kgo.SessionTimeout(cfg.SessionTimeout)}, e.base...),
 		kgo.ConsumerGroup(e.group),
 		kgo.ConsumeTopics(topics...),
 		kgo.Balancers(e.balancer()),
@@ -277,7 +284,6 @@ func (e *engine) newConsumer() (consumer, error) {
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.ClientID(clientIDPrefix+cfg.AdvertiseAddr),
-		kgo.SessionTimeout(cfg.SessionTimeout),
 		kgo.OnPartitionsAssigned(e.assigned),
 		kgo.OnPartitionsRevoked(e.revoked),
 		kgo.OnPartitionsLost(e.sessionLost),
@@ -325,6 +331,9 @@ func (e *engine) session(ctx context.Context) error {
 	e.mu.Lock()
 	e.mu.applied = nil
 	e.mu.Unlock()
+	e.commits.Lock()
+	e.commits.inFlight, e.commits.owed = false, false // a closed client's commit may never report
+	e.commits.Unlock()
 	defer func() {
 		if c.sess == nil {
 			// The last asynchronous commit lands before the group is left, even on a stop.
@@ -630,7 +639,44 @@ func (e *engine) commitAsync(ctx context.Context, cl *kgo.Client) {
 	e.mu.Lock()
 	e.mu.applied = offsets
 	e.mu.Unlock()
-	cl.CommitOffsets(ctx, offsets, e.committed)
+	e.sendCommit(ctx, cl)
+}
+
+// sendCommit commits the newest applied offsets unless a commit is in flight; then that
+// commit's completion sends them. franz-go orders commits by queueing each behind the one
+// before, so one commit per batch fell behind under load (the committed offsets trailed the
+// applied ones by seconds of input, all of it processed again after a crash). With at most
+// one commit in flight, always of the newest offsets, the committed position trails the
+// applied one by about one commit round trip.
+func (e *engine) sendCommit(ctx context.Context, cl *kgo.Client) {
+	e.commits.Lock()
+	if e.commits.inFlight {
+		e.commits.owed = true
+		e.commits.Unlock()
+		return
+	}
+	e.mu.Lock()
+	offsets := e.mu.applied
+	e.mu.Unlock()
+	if len(offsets) == 0 {
+		e.commits.Unlock()
+		return
+	}
+	e.commits.inFlight = true
+	e.commits.Unlock()
+	// Not under the lock: CommitOffsets may call its callback before it returns.
+	cl.CommitOffsets(ctx, offsets, func(cl *kgo.Client, req *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+		e.committed(cl, req, resp, err)
+		e.commits.Lock()
+		e.commits.inFlight = false
+		owed := e.commits.owed
+		e.commits.owed = false
+		e.commits.Unlock()
+		if owed && ctx.Err() == nil {
+			// Not from the callback itself: franz-go forbids committing there.
+			go e.sendCommit(ctx, cl)
+		}
+	})
 }
 
 // commitApplied commits the offsets of the last applied batch and waits for every commit in
@@ -642,8 +688,11 @@ func (e *engine) commitApplied(ctx context.Context, cl *kgo.Client) {
 	cl.CommitOffsetsSync(ctx, offsets, e.committed)
 }
 
-// committed logs a failed offset commit.
-func (e *engine) committed(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+// committed logs a failed offset commit and updates the committed lag.
+func (e *engine) committed(_ *kgo.Client, req *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+	if err == nil && req != nil {
+		e.noteCommitLag(req)
+	}
 	if err == nil && resp != nil {
 		for _, t := range resp.Topics {
 			for _, p := range t.Partitions {
@@ -656,6 +705,22 @@ func (e *engine) committed(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kms
 	if err != nil && !errors.Is(err, context.Canceled) {
 		e.log.Warn("views: commit input offsets; the next commit covers them", "err", err)
 	}
+}
+
+// noteCommitLag sets the records applied here but not yet committed (what at-least-once
+// would process again after a crash) from a commit that succeeded.
+func (e *engine) noteCommitLag(req *kmsg.OffsetCommitRequest) {
+	e.mu.Lock()
+	var lag int64
+	for _, t := range req.Topics {
+		for _, p := range t.Partitions {
+			if applied, ok := e.mu.applied[t.Topic][p.Partition]; ok && applied.Offset > p.Offset {
+				lag += applied.Offset - p.Offset
+			}
+		}
+	}
+	e.mu.Unlock()
+	e.rt.metrics.commitLag.WithLabelValues(string(e.v.name)).Set(float64(lag))
 }
 
 // assigned notes new partitions and wakes the loop, which restores their tasks before it

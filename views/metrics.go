@@ -10,6 +10,7 @@ type metrics struct {
 	lag         *prometheus.GaugeVec
 	restoring   *prometheus.GaugeVec
 	aborts      *prometheus.CounterVec
+	commitLag   *prometheus.GaugeVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -35,8 +36,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		aborts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tarn_views_transaction_aborts_total", Help: "Aborted exactly-once batches, by view.",
 		}, []string{"view"}),
+		commitLag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "tarn_views_uncommitted_records",
+			Help: "At least once: input records applied but not yet committed when the last commit landed (processed again after a crash), by view.",
+		}, []string{"view"}),
 	}
-	for _, c := range []prometheus.Collector{m.records, m.deadLetters, m.batches, m.lag, m.restoring, m.aborts} {
+	for _, c := range []prometheus.Collector{m.records, m.deadLetters, m.batches, m.lag, m.restoring, m.aborts, m.commitLag} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
