@@ -157,7 +157,7 @@ type engine struct {
 		inFlight bool
 		owed     bool // offsets were applied while a commit was in flight
 	}
-	side   *sideReader // side inputs: co-tables and followed topics (sidereader.go)
+	side *sideReader // side inputs: co-tables and followed topics (sidereader.go)
 
 	// Set by the view's supervisor (rebuild.go) before run.
 	frozen   bool      // answer queries from the restored stores, process nothing
