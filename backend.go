@@ -132,8 +132,9 @@ func (v *view) Partition(key []byte) int32 {
 
 func (v *view) Owner(p int32) serve.Owner {
 	in := v.info()
-	if slices.Contains(in.Owned, p) {
-		return serve.Owner{Local: true, Restoring: slices.Contains(in.Restoring, p)}
+	// Assigned here and still restoring (or about to): this instance's, not the last owner's.
+	if restoring := slices.Contains(in.Restoring, p); restoring || slices.Contains(in.Owned, p) {
+		return serve.Owner{Local: true, Restoring: restoring}
 	}
 	return serve.Owner{Addr: v.b.owners.owner(v.name, p)}
 }

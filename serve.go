@@ -53,7 +53,12 @@ func runInstance(ctx context.Context, p Program, cfg Config, log *slog.Logger, r
 	if err != nil {
 		return err
 	}
-	defer db.Close()
+	abandoned := false // a stop that timed out leaves goroutines using db
+	defer func() {
+		if !abandoned {
+			db.Close()
+		}
+	}()
 
 	ln, err := net.Listen("tcp", cfg.HTTP)
 	if err != nil {
@@ -84,6 +89,11 @@ func runInstance(ctx context.Context, p Program, cfg Config, log *slog.Logger, r
 	}
 
 	g, gctx := errgroup.WithContext(ctx)
+	// On a stop the HTTP API outlives the views: an instance answers reads of its partitions
+	// until the runtime has committed, left the groups and handed them over, and only then
+	// closes its port, so that no read fails during a handover.
+	httpCtx, stopHTTP := context.WithCancel(context.WithoutCancel(gctx))
+	defer stopHTTP()
 	if len(p.CDCTables) > 0 && cfg.Postgres != "" {
 		src, err := cdc.New(cdc.Config{PostgresURL: cfg.Postgres, App: cfg.App, Tables: p.CDCTables,
 			Partitions: int32(cfg.Partitions), Brokers: cfg.Kafka, Transactional: cfg.ExactlyOnce,
@@ -95,6 +105,7 @@ func runInstance(ctx context.Context, p Program, cfg Config, log *slog.Logger, r
 		g.Go(func() error { return runCDCLeader(gctx, cfg, src, log) })
 	}
 	g.Go(func() error {
+		defer stopHTTP()
 		// The views refuse to start on missing source topics; the CDC source creates the
 		// table topics, maybe a moment after this starts.
 		if err := waitForTableTopics(gctx, cfg, p.CDCTables, log); err != nil {
@@ -102,13 +113,36 @@ func runInstance(ctx context.Context, p Program, cfg Config, log *slog.Logger, r
 		}
 		return rt.Run(gctx)
 	})
-	g.Go(func() error { return srv.Serve(gctx, ln) })
+	g.Go(func() error { return srv.Serve(httpCtx, ln) })
 	log.Info("tarn: serving", "http", advertise, "views", len(p.Views), "kafka", strings.Join(cfg.Kafka, ","),
 		"exactly_once", cfg.ExactlyOnce, "instance_id", instance)
 	if ready != nil {
 		ready(advertise)
 	}
-	return g.Wait()
+	done := make(chan error, 1)
+	go func() { done <- g.Wait() }()
+	select {
+	case err := <-done:
+		return err
+	case <-gctx.Done():
+	}
+	if ctx.Err() != nil {
+		log.Info("tarn: stopping: handing partitions over, then closing the HTTP API", "timeout", cfg.Shutdown)
+	}
+	shutdown := cfg.Shutdown
+	if shutdown <= 0 {
+		shutdown = 30 * time.Second
+	}
+	select {
+	case err := <-done:
+		if ctx.Err() != nil && err == nil {
+			log.Info("tarn: stopped")
+		}
+		return err
+	case <-time.After(shutdown):
+		abandoned = true
+		return fmt.Errorf("tarn: did not stop within --shutdown-timeout %s; exiting without a clean stop (the next start restores what it must)", shutdown)
+	}
 }
 
 func home(w http.ResponseWriter, _ *http.Request) {

@@ -65,6 +65,12 @@ type Config struct {
 	MaxHeaderBytes int
 	// MaxBodyBytes bounds request bodies. Default 1 MiB.
 	MaxBodyBytes int64
+	// MoveWait is how long a key read waits for a partition that is between owners (its
+	// owner left and no one has it yet, it restores here, or the owner it was sent to no
+	// longer has it) before answering 503: handovers take about a second, so a read during
+	// one is answered late rather than failed. Default 3s; 0 after setDefaults is not
+	// possible, a negative value turns the wait off.
+	MoveWait time.Duration
 	// RetryAfter is what 503 answers put in Retry-After (rounded up to seconds). Default 2s.
 	RetryAfter time.Duration
 
@@ -97,6 +103,7 @@ func (c *Config) setDefaults() {
 	setDefault(&c.MaxHeaderBytes, 64<<10)
 	setDefault(&c.MaxBodyBytes, 1<<20)
 	setDefault(&c.RetryAfter, 2*time.Second)
+	setDefault(&c.MoveWait, 3*time.Second)
 	setDefault(&c.ProgressInterval, 15*time.Second)
 	setDefault(&c.WatchBuffer, 1024)
 	if c.Logger == nil {

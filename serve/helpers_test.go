@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tarnhq/tarn/internal/partition"
 	"github.com/tarnhq/tarn/serve"
@@ -17,7 +18,9 @@ import (
 // start serves b over a real loopback listener.
 func start(tb testing.TB, b serve.Backend, mutate ...func(*serve.Config)) *httptest.Server {
 	tb.Helper()
-	cfg := serve.Config{Backend: b, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	// Reads of a moving partition wait a moment here, not the default seconds, so that the
+	// tests of 503 answers stay quick; TestReadWaitsForAMove waits longer on purpose.
+	cfg := serve.Config{Backend: b, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), MoveWait: 100 * time.Millisecond}
 	for _, m := range mutate {
 		m(&cfg)
 	}

@@ -113,6 +113,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		s.writeProblem(w, r, problemOf("restoring", http.StatusServiceUnavailable,
 			"the partition is restoring its stores; retry later, or pass stale=true to read it as it is"))
 	case errors.As(err, &notOwner):
+		w.Header().Set(movingHeader, "1")
 		s.writeProblem(w, r, problemOf("moving", http.StatusServiceUnavailable,
 			"the partition is moving between instances; retry later"))
 	case errors.Is(err, ErrTooOld):

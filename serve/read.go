@@ -22,6 +22,9 @@ const (
 	forwardedHeader = "Tarn-Forwarded"
 	// changedHeader says whether a long-poll saw a change (true) or ran out of wait (false).
 	changedHeader = "Tarn-Changed"
+	// movingHeader marks a 503 that says the partition is not here (any more), so that the
+	// instance that proxied the read looks for its new owner.
+	movingHeader = "Tarn-Moving"
 )
 
 // key serves GET /v1/views/{view}/keys/{key}: a point read, the windows of a windowed view's
@@ -43,7 +46,7 @@ func (s *Server) key(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	part := v.Partition(key)
-	if owner := v.Owner(part); !owner.Local {
+	if owner := s.settledOwner(r, v, part, p.stale, ""); !owner.Local {
 		s.route(w, r, part, owner.Addr)
 		return
 	} else if owner.Restoring && !p.stale {
@@ -59,6 +62,33 @@ func (s *Server) key(w http.ResponseWriter, r *http.Request) {
 		s.windows(w, r, v, key, p)
 	default:
 		s.get(w, r, v, key, p)
+	}
+}
+
+// moveDeadlineKey carries a key read's deadline for waiting on a moving partition, so that a
+// read retried after its owner went away waits no longer in all than Config.MoveWait.
+type moveDeadlineKey struct{}
+
+// settledOwner is the owner of partition part once it can answer: this instance with its
+// stores restored (or stale allowed), or another instance other than gone (an owner that
+// just failed to answer). Until then it waits, up to the request's MoveWait budget, and then
+// returns the owner as it is (the caller answers 503).
+func (s *Server) settledOwner(r *http.Request, v View, part int32, stale bool, gone string) Owner {
+	deadline, ok := r.Context().Value(moveDeadlineKey{}).(time.Time)
+	if !ok {
+		deadline = time.Now().Add(s.cfg.MoveWait)
+	}
+	for {
+		o := v.Owner(part)
+		settled := o.Local && (!o.Restoring || stale) || !o.Local && o.Addr != "" && o.Addr != gone
+		if settled || !time.Now().Before(deadline) {
+			return o
+		}
+		select {
+		case <-r.Context().Done():
+			return o
+		case <-time.After(25 * time.Millisecond):
+		}
 	}
 }
 

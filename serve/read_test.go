@@ -210,6 +210,24 @@ func TestRestoringIs503UnlessStale(t *testing.T) {
 	get(t, ts.URL+"/v1/views/v?stale=true").want(t, http.StatusOK)
 }
 
+// TestReadWaitsForAMove: a key read of a partition that restores here (it just moved in) or
+// has no owner for a moment waits, up to MoveWait, and is answered once the partition
+// settles, instead of a 503.
+func TestReadWaitsForAMove(t *testing.T) {
+	b := newPebbleBackend(t)
+	v := b.addView("v", 1, false)
+	v.apply(t, []byte("k"), 1)
+	ts := start(t, b, func(c *serve.Config) { c.MoveWait = 20 * time.Second })
+	for _, between := range []serve.Owner{{Local: true, Restoring: true}, {}} {
+		v.setOwner(0, between)
+		done := make(chan response, 1)
+		go func() { done <- get(t, keyURL(ts.URL, "v", "k")) }()
+		time.Sleep(200 * time.Millisecond) // the read is waiting (a moment that is not timed)
+		v.setOwner(0, serve.Owner{Local: true})
+		(<-done).want(t, http.StatusOK)
+	}
+}
+
 func TestReadYourWrites(t *testing.T) {
 	b := newPebbleBackend(t)
 	v := b.addView("v", 2, false)

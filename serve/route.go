@@ -1,10 +1,14 @@
 package serve
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strings"
+	"time"
 )
 
 // route sends a request for partition part to its owner at addr: proxied by default (the
@@ -36,11 +40,57 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, part int32, addr 
 		Transport: s.cfg.PeerClient.Transport,
 		// Flush at once so that watches stream through the proxy.
 		FlushInterval: -1,
+		// An owner that answers that the partition moved away from it is asked no more: the
+		// read waits for the new owner instead (ErrorHandler).
+		ModifyResponse: func(resp *http.Response) error {
+			if resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get(movingHeader) != "" {
+				resp.Body.Close()
+				return errMovedAway
+			}
+			return nil
+		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			s.cfg.Logger.Warn("serve: proxying to owner failed", "owner", addr, "partition", part, "err", err)
+			if s.rerouteMoved(w, r, part, addr) {
+				return
+			}
+			if errors.Is(err, errMovedAway) {
+				s.writeError(w, r, &NotOwnerError{Partition: part})
+				return
+			}
+			if log, n := s.peerLog.failed(addr, time.Now()); log {
+				s.cfg.Logger.Warn("serve: proxying to owner failed", "owner", addr, "partition", part,
+					"failures", n, "per", peerLogEvery, "err", err)
+			}
 			s.writeProblem(w, r, problemOf("owner-unreachable", http.StatusBadGateway,
 				fmt.Sprintf("the instance that owns partition %d did not answer; retry", part)))
 		},
 	}
 	proxy.ServeHTTP(w, r)
+}
+
+// errMovedAway is a proxied owner's answer that it no longer has the partition.
+var errMovedAway = errors.New("serve: the owner no longer has the partition")
+
+// rerouteMoved serves again a key read whose owner at addr failed or gave the partition up
+// (a handover under way): once the partition has another owner, or is here, within the
+// read's MoveWait budget. It reports false when the budget ran out or the read is not a
+// plain key read (a watch already streaming cannot be retried).
+func (s *Server) rerouteMoved(w http.ResponseWriter, r *http.Request, part int32, addr string) bool {
+	if r.Method != http.MethodGet || !strings.Contains(r.URL.Path, "/keys/") || r.URL.Query().Has("watch") {
+		return false
+	}
+	deadline, ok := r.Context().Value(moveDeadlineKey{}).(time.Time)
+	if !ok {
+		deadline = time.Now().Add(s.cfg.MoveWait)
+		r = r.WithContext(context.WithValue(r.Context(), moveDeadlineKey{}, deadline))
+	} else if !time.Now().Before(deadline) {
+		return false // retried already, for all the budget
+	}
+	v := viewOf(r)
+	o := s.settledOwner(r, v, part, false, addr)
+	if !o.Local && (o.Addr == "" || o.Addr == addr) {
+		return false
+	}
+	s.key(w, r)
+	return true
 }

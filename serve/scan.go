@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 )
@@ -271,7 +272,9 @@ func (s *Server) peerUnreachable(addr string, err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
-	s.cfg.Logger.Warn("serve: instance did not answer", "instance", addr, "err", err)
+	if log, n := s.peerLog.failed(addr, time.Now()); log {
+		s.cfg.Logger.Warn("serve: instance did not answer", "instance", addr, "failures", n, "per", peerLogEvery, "err", err)
+	}
 	return &peerError{addr: addr, problem: problemOf("owner-unreachable", http.StatusBadGateway,
 		"an instance that owns some of the view's partitions did not answer; retry")}
 }

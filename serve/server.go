@@ -22,6 +22,8 @@ type Server struct {
 	metrics *metrics
 	// reads collapses identical concurrent reads into one backend call.
 	reads singleflight.Group
+	// peerLog rate-limits the warnings about peers that do not answer.
+	peerLog peerLog
 }
 
 // New checks cfg, loads the bearer token and builds the handler.

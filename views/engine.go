@@ -273,9 +273,11 @@ func (e *engine) newConsumer() (consumer, error) {
 	// (franz-go's default is 10 ms) would only delay every batch. Records are not compressed
 	// (franz-go's default is snappy, Kafka's is none): outputs, changelogs and repartition
 	// records are usually read back at once, and compressing costs CPU here and on the
-	// broker that validates them. ClientOpts may override both, and the session timeout.
+	// broker that validates them. ClientOpts may override both, and the group timings: a
+	// member learns of a rebalance at its next heartbeat, so a heartbeat a second (franz-go's
+	// default is 3s) lets the others take over a stopping instance's partitions in about one.
 	opts := append(append([]kgo.Opt{kgo.ProducerLinger(0), kgo.ProducerBatchCompression(kgo.NoCompression()),
-		kgo.SessionTimeout(cfg.SessionTimeout)}, e.base...),
+		kgo.SessionTimeout(cfg.SessionTimeout), kgo.HeartbeatInterval(min(time.Second, cfg.SessionTimeout/3))}, e.base...),
 		kgo.ConsumerGroup(e.group),
 		kgo.ConsumeTopics(topics...),
 		kgo.Balancers(e.balancer()),
