@@ -50,6 +50,8 @@ func (b *backend) Ready() error {
 	var waiting []string
 	for _, in := range b.rt.Views() {
 		switch {
+		case in.Failing != "":
+			waiting = append(waiting, fmt.Sprintf("%s: failing since %s: %s", in.Name, in.FailingSince.Format(time.RFC3339), in.Failing))
 		case !in.Running:
 			waiting = append(waiting, fmt.Sprintf("%s: not yet running", in.Name))
 		case len(in.Restoring) > 0:
@@ -64,7 +66,12 @@ func (b *backend) Ready() error {
 
 func viewInfo(in views.Info) serve.ViewInfo {
 	state := serve.StateRunning
+	var failingSince *time.Time
+	problem := in.Problem
 	switch {
+	case in.Failing != "":
+		state, problem = serve.StateFailing, in.Failing
+		failingSince = &in.FailingSince
 	case !in.Running || len(in.Restoring) > 0:
 		state = serve.StateRestoring
 	case in.Rebuild != nil && in.Rebuild.State == views.StateRebuilding:
@@ -76,7 +83,7 @@ func viewInfo(in views.Info) serve.ViewInfo {
 	}
 	return serve.ViewInfo{Name: string(in.Name), Version: in.Version, State: state, Windowed: in.Windowed,
 		Partitions: in.Partitions, Owned: in.Owned, Lag: lag, Position: servePosition(in.Positions),
-		Rebuild: rebuildProgress(in), Problem: in.Problem}
+		Rebuild: rebuildProgress(in), Problem: problem, FailingSince: failingSince}
 }
 
 func rebuildProgress(in views.Info) *serve.RebuildProgress {

@@ -76,6 +76,9 @@ const (
 	StateRestoring  State = "restoring"
 	StateRunning    State = "running"
 	StateRebuilding State = "rebuilding"
+	// StateFailing: the view is not processing and retries after a failure (Kafka
+	// unreachable, a failed transaction); ViewInfo.Problem says why, FailingSince since when.
+	StateFailing State = "failing"
 )
 
 // ViewInfo describes one view for GET /v1/views.
@@ -92,8 +95,11 @@ type ViewInfo struct {
 	Position Position `json:"position"`
 	// Rebuild describes a new version being built beside this one; nil when none is.
 	Rebuild *RebuildProgress `json:"rebuild,omitempty"`
-	// Problem says why the view does not run here (e.g. an outdated definition); "" if none.
+	// Problem says why the view does not run here (e.g. an outdated definition) or why it is
+	// failing; "" if none.
 	Problem string `json:"problem,omitempty"`
+	// FailingSince is when the view started failing (state failing); nil otherwise.
+	FailingSince *time.Time `json:"failing_since,omitempty"`
 }
 
 // RebuildProgress is the progress of a view's rebuild as GET /v1/views reports it.

@@ -151,6 +151,8 @@ type engine struct {
 	// joined is true once the session's consumer joined its group (its first assignment,
 	// possibly empty) and until that session ends or is lost.
 	joined atomic.Bool
+	// failed is why the engine is not processing while it retries; nil when it is.
+	failed atomic.Pointer[failure]
 	// commits paces at-least-once offset commits (sendCommit).
 	commits struct {
 		sync.Mutex
@@ -194,21 +196,40 @@ func (e *engine) run(ctx context.Context) error {
 	if e.frozen {
 		setup, session = e.setupFrozen, e.frozenSession
 	}
-	if err := setup(ctx); err != nil {
-		return err
+	for attempt := 0; ; attempt++ {
+		err := setup(ctx)
+		if err == nil {
+			break
+		}
+		e.closeSides()
+		if ctx.Err() != nil {
+			return nil
+		}
+		if !transient(err) {
+			return err
+		}
+		if !e.retry(ctx, "setup", attempt, err) {
+			return nil
+		}
 	}
 	e.setUp.Store(true)
 	defer e.closeSides()
-	for {
+	for attempt := 0; ; attempt++ {
+		began := time.Now()
 		err := session(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
-		if !errors.Is(err, errRecreate) {
+		if !transient(err) {
 			return err
 		}
-		e.log.Warn("views: recreating the Kafka client after an indefinite failure", "err", err)
+		if time.Since(began) > retryReset {
+			attempt = 0
+		}
 		e.dropAll()
+		if !e.retry(ctx, "consuming (a new Kafka client follows)", attempt, err) {
+			return nil
+		}
 	}
 }
 
@@ -440,6 +461,7 @@ func (e *engine) batch(ctx context.Context, c consumer, fs kgo.Fetches) error {
 	}
 	e.publish(touched)
 	e.sidesCommitted()
+	e.recovered()
 	return nil
 }
 
@@ -741,6 +763,7 @@ func (e *engine) assigned(_ context.Context, _ *kgo.Client, m map[string][]int32
 	}
 	e.mu.Unlock()
 	e.joined.Store(true)
+	e.recovered()
 	select {
 	case e.wake <- struct{}{}:
 	default:

@@ -11,6 +11,7 @@ type metrics struct {
 	restoring   *prometheus.GaugeVec
 	aborts      *prometheus.CounterVec
 	commitLag   *prometheus.GaugeVec
+	failing     *prometheus.GaugeVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -40,8 +41,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "tarn_views_uncommitted_records",
 			Help: "At least once: input records applied but not yet committed when the last commit landed (processed again after a crash), by view.",
 		}, []string{"view"}),
+		failing: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "tarn_views_failing",
+			Help: "1 while a view retries after a failure (Kafka unreachable, a transaction failed), else 0; /v1/views says why.",
+		}, []string{"view"}),
 	}
-	for _, c := range []prometheus.Collector{m.records, m.deadLetters, m.batches, m.lag, m.restoring, m.aborts, m.commitLag} {
+	for _, c := range []prometheus.Collector{m.records, m.deadLetters, m.batches, m.lag, m.restoring, m.aborts, m.commitLag, m.failing} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -48,6 +48,10 @@ type Info struct {
 	Shadow *ShadowReport
 	// Problem says why this instance runs no version of the view (an outdated definition).
 	Problem string
+	// Failing says why the serving version is not processing while it retries (Kafka
+	// unreachable, a failed transaction), since FailingSince; "" when it processes.
+	Failing      string
+	FailingSince time.Time
 }
 
 // Views describes every view of the runtime, in configuration order.
@@ -74,6 +78,9 @@ func (e *engine) info() Info {
 		Queryable: e.v.Queryable(), Running: e.running.Load() && e.joined.Load(), Positions: e.positions(), Lag: map[string]int64{}}
 	if e.v.served != nil && e.setUp.Load() {
 		in.Partitions = e.subParts[e.v.served.sub.id]
+	}
+	if f := e.failed.Load(); f != nil {
+		in.Failing, in.FailingSince = f.reason, f.since
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()

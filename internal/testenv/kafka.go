@@ -22,10 +22,12 @@ import (
 // KafkaProcess is a single-node Apache Kafka in KRaft mode (broker and controller in one JVM),
 // run with `java -cp` from the jars that scripts/kafka-jars.sh fetched from Maven Central.
 type KafkaProcess struct {
-	Dir     string // holds server.properties, data/ and kafka.log
-	Brokers []string
-	cmd     *exec.Cmd
-	exited  chan struct{}
+	Dir       string // holds server.properties, data/ and kafka.log
+	Brokers   []string
+	java      string
+	classpath string
+	cmd       *exec.Cmd
+	exited    chan struct{}
 }
 
 // LogPath is the broker log, whose tail a failing test prints.
@@ -69,28 +71,51 @@ func StartKafka(ctx context.Context, base string) (*KafkaProcess, error) {
 	if out, err := format.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("testenv: kafka storage format: %w\n%s", err, out)
 	}
-	logFile, err := os.Create(k.LogPath())
-	if err != nil {
+	k.java, k.classpath = java, classpath
+	if err := k.start(ctx); err != nil {
+		k.Stop()
 		return nil, err
 	}
-	k.cmd = exec.Command(java, "-Xms"+kafkaHeap, "-Xmx"+kafkaHeap, "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
-		"-Djava.awt.headless=true", "-Dlog4j2.configurationFile="+filepath.Join(dir, "log4j2.properties"),
-		"-cp", classpath, "kafka.Kafka", filepath.Join(dir, "server.properties"))
+	return k, nil
+}
+
+// start runs the broker of k.Dir and waits until it answers.
+func (k *KafkaProcess) start(ctx context.Context) error {
+	logFile, err := os.OpenFile(k.LogPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	k.cmd = exec.Command(k.java, "-Xms"+kafkaHeap, "-Xmx"+kafkaHeap, "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+		"-Djava.awt.headless=true", "-Dlog4j2.configurationFile="+filepath.Join(k.Dir, "log4j2.properties"),
+		"-cp", k.classpath, "kafka.Kafka", filepath.Join(k.Dir, "server.properties"))
 	k.cmd.Stdout, k.cmd.Stderr = logFile, logFile
 	// Pdeathsig: a test binary killed hard must not leave a broker behind.
 	k.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := k.cmd.Start(); err != nil {
 		logFile.Close()
-		return nil, fmt.Errorf("testenv: start kafka: %w", err)
+		return fmt.Errorf("testenv: start kafka: %w", err)
 	}
-	k.exited = make(chan struct{})
-	go func() { k.cmd.Wait(); logFile.Close(); close(k.exited) }()
+	exited := make(chan struct{})
+	k.exited = exited
+	cmd := k.cmd
+	go func() { cmd.Wait(); logFile.Close(); close(exited) }()
 	if err := k.waitReady(ctx, 90*time.Second); err != nil {
-		k.Stop()
-		return nil, fmt.Errorf("%w\n%s", err, localpg.LogTail(k.LogPath(), 30))
+		return fmt.Errorf("%w\n%s", err, localpg.LogTail(k.LogPath(), 30))
 	}
-	return k, nil
+	return nil
 }
+
+// Kill stops the broker hard and keeps its data, for a test of an outage; Restart brings it
+// back on the same ports.
+func (k *KafkaProcess) Kill() {
+	if k.cmd != nil && k.cmd.Process != nil {
+		syscall.Kill(-k.cmd.Process.Pid, syscall.SIGKILL)
+		<-k.exited
+	}
+}
+
+// Restart starts a broker stopped by Kill again, with its data and ports.
+func (k *KafkaProcess) Restart(ctx context.Context) error { return k.start(ctx) }
 
 // KafkaSettings are the broker settings of a single-node KRaft broker for tarn, apart from
 // addresses. docker-compose.yml sets the same (a test checks it).
@@ -172,10 +197,7 @@ func (k *KafkaProcess) waitReady(ctx context.Context, limit time.Duration) error
 
 // Stop kills the broker (tests need no clean shutdown) and removes its folder.
 func (k *KafkaProcess) Stop() error {
-	if k.cmd != nil && k.cmd.Process != nil {
-		syscall.Kill(-k.cmd.Process.Pid, syscall.SIGKILL)
-		<-k.exited
-	}
+	k.Kill()
 	return os.RemoveAll(k.Dir)
 }
 

@@ -1,0 +1,116 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tarnhq/tarn/internal/testenv"
+)
+
+// TestServeSurvivesBrokerRestart stops the Kafka broker under `tarn serve` for a while and
+// starts it again, under both guarantees: tarn must not exit, must say that Kafka is gone,
+// and must go on processing by itself once it is back, exactly under exactly-once.
+func TestServeSurvivesBrokerRestart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	broker, err := testenv.StartKafka(ctx, t.TempDir()) // this test's own: it is stopped
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { broker.Stop() })
+	pg := testenv.Postgres(t)
+	bin := buildTarn(t)
+	migrate(ctx, t, pg)
+	for _, eos := range []bool{false, true} {
+		t.Run(fmt.Sprintf("exactly-once=%t", eos), func(t *testing.T) { brokerRestart(ctx, t, broker, bin, pg, eos) })
+	}
+}
+
+func brokerRestart(ctx context.Context, t *testing.T, broker *testenv.KafkaProcess, bin, pg string, exactlyOnce bool) {
+	app := fmt.Sprintf("br%d", time.Now().UnixNano()%1e9)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(broker.Brokers...), kgo.MetadataMinAge(250*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for _, name := range []string{"trades", "clicks", "impressions", "ad-clicks"} {
+		if _, err := kadm.NewClient(cl).CreateTopic(ctx, 3, 1, nil, name); err != nil && !strings.Contains(err.Error(), "EXISTS") {
+			t.Fatal(err)
+		}
+	}
+	sym := "B" + app
+	produced := 0
+	produce := func(n int) {
+		for range n {
+			produced++
+			v, _ := json.Marshal(map[string]any{"id": fmt.Sprint(produced), "symbol": sym, "price": 100, "qty": 1, "time": time.Now().UTC()})
+			pctx, cancel := context.WithTimeout(ctx, time.Minute)
+			err := cl.ProduceSync(pctx, &kgo.Record{Topic: "trades", Key: []byte(sym), Value: v}).FirstErr()
+			cancel()
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	count := func(in *instance) int {
+		code, body := get(in.base + "/v1/views/price-range/keys/" + sym)
+		if code != http.StatusOK {
+			return -1
+		}
+		var got struct{ Value struct{ Count int } }
+		json.Unmarshal([]byte(body), &got)
+		return got.Value.Count
+	}
+	in := startServe(t, bin, "--app", app, "--kafka", strings.Join(broker.Brokers, ","), "--postgres", pg,
+		fmt.Sprintf("--exactly-once=%t", exactlyOnce))
+	produce(100)
+	waitServe(t, in, 2*time.Minute, "the first count", func() bool { return count(in) == produced })
+
+	broker.Kill()
+	restarted := false
+	defer func() {
+		if !restarted { // for the next subtest
+			broker.Restart(ctx)
+		}
+	}()
+	time.Sleep(20 * time.Second)
+	select {
+	case err := <-in.exited:
+		t.Fatalf("tarn serve exited (%v) while Kafka was down", err)
+	default:
+	}
+	var views struct{ Views []struct{ Name, State, Problem string } }
+	decode(t, in.base+"/v1/views", &views)
+	t.Logf("/v1/views while Kafka is down: %+v", views.Views)
+	if code, body := get(in.base + "/readyz"); code != http.StatusServiceUnavailable {
+		t.Errorf("/readyz answers %d while Kafka is down: %s", code, body)
+	}
+	restarted = true
+	if err := broker.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	produce(100)
+	waitServe(t, in, 3*time.Minute, "the count to go on after the broker came back", func() bool {
+		n := count(in)
+		if exactlyOnce && n > produced {
+			t.Fatalf("count %d > %d produced under exactly-once", n, produced)
+		}
+		return n >= produced
+	})
+	t.Logf("exactly-once=%t: processing went on %s after the broker was back", exactlyOnce, time.Since(began).Round(100*time.Millisecond))
+	if exactlyOnce {
+		time.Sleep(2 * time.Second)
+		if n := count(in); n != produced {
+			t.Fatalf("count %d after the outage, want exactly %d", n, produced)
+		}
+	}
+}
