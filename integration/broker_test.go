@@ -87,7 +87,9 @@ func brokerRestart(ctx context.Context, t *testing.T, broker *testenv.KafkaProce
 		t.Fatalf("tarn serve exited (%v) while Kafka was down", err)
 	default:
 	}
-	var views struct{ Views []struct{ Name, State, Problem string } }
+	var views struct {
+		Views []struct{ Name, State, Problem string }
+	}
 	decode(t, in.base+"/v1/views", &views)
 	t.Logf("/v1/views while Kafka is down: %+v", views.Views)
 	if code, body := get(in.base + "/readyz"); code != http.StatusServiceUnavailable {
