@@ -20,10 +20,12 @@ import (
 type backend struct {
 	rt     *views.Runtime
 	owners *ownerCache
+	// cdc follows the CDC source's position for min_lsn reads; nil without a CDC source.
+	cdc *cdcPosition
 }
 
-func newBackend(rt *views.Runtime) *backend {
-	return &backend{rt: rt, owners: &ownerCache{rt: rt, ttl: time.Second, byView: map[views.Name]ownerEntry{}}}
+func newBackend(rt *views.Runtime, cdc *cdcPosition) *backend {
+	return &backend{rt: rt, owners: &ownerCache{rt: rt, ttl: time.Second, byView: map[views.Name]ownerEntry{}}, cdc: cdc}
 }
 
 func (b *backend) Views() []serve.ViewInfo {
@@ -149,8 +151,18 @@ func (v *view) Owner(p int32) serve.Owner {
 func (v *view) Position() serve.Position { return servePosition(v.info().Positions) }
 
 // WaitFor polls: positions move once per processed batch, and a few milliseconds of delay is
-// far below a batch's duration.
+// far below a batch's duration. A target LSN (min_lsn) is reached once the view applied
+// every change the CDC source wrote up to it (cdcPosition.waitApplied); a view that reads no
+// CDC table, or an app without a CDC source, has nothing to wait for.
 func (v *view) WaitFor(ctx context.Context, target serve.Position) error {
+	if target.LSN != 0 {
+		if v.b.cdc != nil {
+			if err := v.b.cdc.waitApplied(ctx, v.b.rt, v.name, uint64(target.LSN)); err != nil {
+				return err
+			}
+		}
+		target.LSN = 0
+	}
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	for {

@@ -145,6 +145,9 @@ type engine struct {
 		// applied are the input offsets after the last applied batch of this session, the
 		// ones an at-least-once commit may name.
 		applied map[string]map[int32]kgo.EpochOffset
+		// consumed is, per input partition this session applied a batch of, the offset after
+		// it: what a min_lsn read waits for (cdcwait.go).
+		consumed map[string]map[int32]int64
 		lag     map[string]int64 // "topic/partition" → records behind
 	}
 	running atomic.Bool
@@ -306,6 +309,11 @@ func (e *engine) newConsumer() (consumer, error) {
 		kgo.BlockRebalanceOnPoll(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		// Control records (transaction markers) are polled, and skipped by processTask, so
+		// that the offsets committed after a batch are past the markers that end it: the
+		// group's committed offsets then reach a transactional topic's end, which is how a
+		// min_lsn read knows the view got there (cdcwait.go).
+		kgo.KeepControlRecords(),
 		kgo.ClientID(clientIDPrefix+cfg.AdvertiseAddr),
 		kgo.OnPartitionsAssigned(e.assigned),
 		kgo.OnPartitionsRevoked(e.revoked),
@@ -352,7 +360,7 @@ func (e *engine) session(ctx context.Context) error {
 		return fmt.Errorf("views: view %q: kafka client: %w", e.v.name, err)
 	}
 	e.mu.Lock()
-	e.mu.applied = nil
+	e.mu.applied, e.mu.consumed = nil, map[string]map[int32]int64{}
 	e.mu.Unlock()
 	e.commits.Lock()
 	e.commits.inFlight, e.commits.owed = false, false // a closed client's commit may never report
@@ -548,6 +556,9 @@ func (e *engine) processTask(t *runTask, inputs []kgo.FetchTopicPartition) (err 
 	for _, p := range inputs {
 		src := e.bySource[p.Topic]
 		for _, r := range p.Records {
+			if r.Attrs.IsControl() {
+				continue // kept only so that the committed offsets pass transaction markers
+			}
 			if err := t.process(src, r); err != nil {
 				return err
 			}
@@ -607,6 +618,7 @@ func (e *engine) noteLag(p kgo.FetchTopicPartition) {
 // It reports false when an exactly-once transaction aborted: the session rewound the inputs
 // and the batch is redone.
 func (e *engine) commit(ctx context.Context, c consumer) (bool, error) {
+	polled := c.cl.UncommittedOffsets() // the batch's input: every record polled is in it
 	ws := e.batchWrites()
 	perr := e.waitProduced(ctx, c.cl, ws)
 	if c.sess != nil {
@@ -634,6 +646,16 @@ func (e *engine) commit(ctx context.Context, c consumer) (bool, error) {
 		}
 		w.txn = nil
 	}
+	e.mu.Lock()
+	for t, ps := range polled {
+		if e.mu.consumed[t] == nil {
+			e.mu.consumed[t] = map[int32]int64{}
+		}
+		for p, o := range ps {
+			e.mu.consumed[t][p] = max(e.mu.consumed[t][p], o.Offset)
+		}
+	}
+	e.mu.Unlock()
 	if c.sess == nil {
 		e.commitAsync(ctx, c.cl)
 	}

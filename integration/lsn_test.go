@@ -1,0 +1,111 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tarnhq/tarn/internal/testenv"
+)
+
+// TestServeReadYourWrites writes to Postgres and at once reads the CDC-fed view with
+// min_lsn=<pg_current_wal_insert_lsn() after the commit: at or after
+// the commit's end whatever synchronous_commit is (the test cluster runs with it off, where
+// pg_current_wal_lsn() can trail the commit)>, through `tarn serve`, under both
+// guarantees: every read must see its write (the view aggregates orders per customer, through
+// a repartition step, so the wait covers both sub-topologies).
+func TestServeReadYourWrites(t *testing.T) {
+	for _, eos := range []bool{false, true} {
+		t.Run(fmt.Sprintf("exactly-once=%t", eos), func(t *testing.T) { readYourWrites(t, eos) })
+	}
+}
+
+func readYourWrites(t *testing.T, exactlyOnce bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	brokers := testenv.Kafka(t)
+	pg := testenv.Postgres(t)
+	bin := buildTarn(t)
+	app := fmt.Sprintf("ryw%d", time.Now().UnixNano()%1e9)
+	migrate(ctx, t, pg)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for _, name := range []string{"trades", "clicks", "impressions", "ad-clicks"} {
+		if _, err := kadm.NewClient(cl).CreateTopic(ctx, 3, 1, nil, name); err != nil && !strings.Contains(err.Error(), "EXISTS") {
+			t.Fatal(err)
+		}
+	}
+	conn, err := pgx.Connect(ctx, pg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	// Customers of this run only, so that other tests' orders do not count.
+	base := rand.Int64N(1e12) + 1e12
+	const customers = 7
+	for c := range int64(customers) {
+		if _, err := conn.Exec(ctx, `INSERT INTO customers (id, name, region) VALUES ($1, 'c', 'eu')`, base+c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	in := startServe(t, bin, "--app", app, "--kafka", strings.Join(brokers, ","), "--postgres", pg,
+		fmt.Sprintf("--exactly-once=%t", exactlyOnce), "--log-level", "debug")
+	waitServe(t, in, 2*time.Minute, "readyz", func() bool { code, _ := get(in.base + "/readyz"); return code == http.StatusOK })
+
+	iterations := 200
+	if exactlyOnce {
+		iterations = 100
+	}
+	want := map[int64]int{}
+	var waits []time.Duration
+	for i := range iterations {
+		c := base + int64(i%customers)
+		var lsn string
+		_, err := conn.Exec(ctx, `INSERT INTO orders (id, customer_id, amount) VALUES ($1, $2, 1)`, base*10+int64(i), c)
+		if err == nil {
+			err = conn.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&lsn)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[c]++
+		began := time.Now()
+		code, body := get(fmt.Sprintf("%s/v1/views/orders-per-customer/keys/%d?min_lsn=%s&wait=20s", in.base, c, lsn))
+		waits = append(waits, time.Since(began))
+		var got struct{ Value struct{ Orders int } }
+		json.Unmarshal([]byte(body), &got)
+		if code != http.StatusOK || got.Value.Orders != want[c] {
+			for _, l := range strings.Split(in.stderr.String(), "\n") {
+				if strings.Contains(l, "a wait for applied") {
+					t.Log(l)
+				}
+			}
+			rc, _ := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(app+".cdc-position.tarn_"+app), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+			pctx, pc := context.WithTimeout(ctx, 3*time.Second)
+			for _, r := range rc.PollFetches(pctx).Records() {
+				t.Logf("position record %s = %s", r.Key, r.Value)
+			}
+			pc()
+			rc.Close()
+			t.Fatalf("write %d (customer %d, lsn %s): read answered %d with %d orders, want %d: %s",
+				i, c, lsn, code, got.Value.Orders, want[c], strings.TrimSpace(body))
+		}
+	}
+	slices.Sort(waits)
+	t.Logf("exactly-once=%t: %d writes, each read with min_lsn saw its write; read wait p50 %s, p99 %s, max %s",
+		exactlyOnce, iterations, waits[len(waits)/2].Round(time.Millisecond),
+		waits[len(waits)*99/100].Round(time.Millisecond), waits[len(waits)-1].Round(time.Millisecond))
+}
