@@ -157,4 +157,3 @@ func reached(targets map[string]map[int32]int64, at func(t string, p int32) int6
 	}
 	return true
 }
-

@@ -148,7 +148,7 @@ type engine struct {
 		// consumed is, per input partition this session applied a batch of, the offset after
 		// it: what a min_lsn read waits for (cdcwait.go).
 		consumed map[string]map[int32]int64
-		lag     map[string]int64 // "topic/partition" → records behind
+		lag      map[string]int64 // "topic/partition" → records behind
 	}
 	running atomic.Bool
 	// joined is true once the session's consumer joined its group (its first assignment,
