@@ -81,7 +81,18 @@ func runInstance(ctx context.Context, p Program, cfg Config, log *slog.Logger, r
 		ln.Close()
 		return err
 	}
-	srv, err := serve.New(serve.Config{Backend: newBackend(rt), Addr: cfg.HTTP, TokenFile: cfg.TokenFile,
+	var src *cdc.Source
+	if len(p.CDCTables) > 0 && cfg.Postgres != "" {
+		src, err = cdc.New(cdc.Config{PostgresURL: cfg.Postgres, App: cfg.App, Tables: p.CDCTables,
+			Partitions: int32(cfg.Partitions), Brokers: cfg.Kafka, Transactional: cfg.ExactlyOnce,
+			Dir: filepath.Join(cfg.DataDir, "cdc"), Logger: log, Registerer: reg})
+		if err != nil {
+			ln.Close()
+			return err
+		}
+	}
+	health := newCDCHealth(src, cfg.App, p.CDCTables)
+	srv, err := serve.New(serve.Config{Backend: newBackend(rt, health), Addr: cfg.HTTP, TokenFile: cfg.TokenFile,
 		Home: http.HandlerFunc(home), Logger: log, Registerer: reg})
 	if err != nil {
 		ln.Close()
@@ -94,15 +105,8 @@ func runInstance(ctx context.Context, p Program, cfg Config, log *slog.Logger, r
 	// closes its port, so that no read fails during a handover.
 	httpCtx, stopHTTP := context.WithCancel(context.WithoutCancel(gctx))
 	defer stopHTTP()
-	if len(p.CDCTables) > 0 && cfg.Postgres != "" {
-		src, err := cdc.New(cdc.Config{PostgresURL: cfg.Postgres, App: cfg.App, Tables: p.CDCTables,
-			Partitions: int32(cfg.Partitions), Brokers: cfg.Kafka, Transactional: cfg.ExactlyOnce,
-			Dir: filepath.Join(cfg.DataDir, "cdc"), Logger: log, Registerer: reg})
-		if err != nil {
-			ln.Close()
-			return err
-		}
-		g.Go(func() error { return runCDCLeader(gctx, cfg, src, log) })
+	if src != nil {
+		g.Go(func() error { return runCDCLeader(gctx, cfg, src, health, log) })
 	}
 	g.Go(func() error {
 		defer stopHTTP()

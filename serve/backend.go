@@ -17,7 +17,7 @@ type Backend interface {
 	// View returns the named view, or an error wrapping ErrUnknownView.
 	View(name string) (View, error)
 	// Ready returns nil when every store assigned to this instance has restored, else an error
-	// that says what is still restoring (shown by /readyz).
+	// that says what is still restoring or failing (shown by /readyz).
 	Ready() error
 }
 
@@ -76,6 +76,9 @@ const (
 	StateRestoring  State = "restoring"
 	StateRunning    State = "running"
 	StateRebuilding State = "rebuilding"
+	// StateFailing: the view cannot be kept fresh here (its input, e.g. the CDC source, fails
+	// or waits to retry); ViewInfo.Problem says why.
+	StateFailing State = "failing"
 )
 
 // ViewInfo describes one view for GET /v1/views.
@@ -92,7 +95,8 @@ type ViewInfo struct {
 	Position Position `json:"position"`
 	// Rebuild describes a new version being built beside this one; nil when none is.
 	Rebuild *RebuildProgress `json:"rebuild,omitempty"`
-	// Problem says why the view does not run here (e.g. an outdated definition); "" if none.
+	// Problem says why the view does not run here (e.g. an outdated definition) or, in
+	// StateFailing, why it cannot be kept fresh; "" if none.
 	Problem string `json:"problem,omitempty"`
 }
 
