@@ -88,8 +88,9 @@ func TestServeCDCPermanentFailures(t *testing.T) {
 }
 
 // TestServeCDCRecovers starts `tarn serve` while Postgres is down: it stays up, says why it is
-// not ready (readiness, views, status, metrics), and recovers by itself once Postgres starts;
-// its stop then logs a shutdown, not a handover.
+// not ready (readiness, views, status, metrics), and recovers by itself once Postgres starts,
+// and again after a restart of Postgres under the streaming source; its stop then logs a
+// shutdown, not a handover.
 func TestServeCDCRecovers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -136,6 +137,19 @@ func TestServeCDCRecovers(t *testing.T) {
 	if !hasMetric(metrics, "tarn_cdc_source_up", "1") {
 		t.Errorf("metrics after recovery: want tarn_cdc_source_up 1:\n%s", grepLines(metrics, "tarn_cdc_"))
 	}
+
+	// A restart of Postgres under a streaming source is ridden out the same way.
+	if err := c.Pause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitServe(t, in, time.Minute, "/readyz 503 while Postgres restarts", func() bool {
+		code, body := get(in.base + "/readyz")
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "retrying in")
+	})
+	if err := c.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitServe(t, in, 2*time.Minute, "/readyz 200 after Postgres restarted", func() bool { code, _ := get(in.base + "/readyz"); return code == http.StatusOK })
 
 	in.cmd.Process.Signal(syscall.SIGTERM)
 	select {
