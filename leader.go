@@ -231,11 +231,20 @@ type cdcHealth struct {
 
 func newCDCHealth(src *cdc.Source, app string, tables []string) *cdcHealth {
 	h := &cdcHealth{src: src, topics: map[string]bool{}}
-	for _, t := range tables {
-		schema, table, _ := strings.Cut(t, ".")
-		h.topics[topic.CDCTable(app, schema, table)] = true
+	for _, name := range cdcTableTopics(app, tables) {
+		h.topics[name] = true
 	}
 	return h
+}
+
+// cdcTableTopics names the table topics the CDC source writes for the schema-qualified tables.
+func cdcTableTopics(app string, tables []string) []string {
+	names := make([]string, 0, len(tables))
+	for _, t := range tables {
+		schema, table, _ := strings.Cut(t, ".")
+		names = append(names, topic.CDCTable(app, schema, table))
+	}
+	return names
 }
 
 func (h *cdcHealth) set(problem string) {

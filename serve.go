@@ -19,7 +19,6 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tarnhq/tarn/cdc"
-	"github.com/tarnhq/tarn/internal/topic"
 	"github.com/tarnhq/tarn/serve"
 	"github.com/tarnhq/tarn/state"
 	"github.com/tarnhq/tarn/views"
@@ -160,11 +159,7 @@ func waitForTableTopics(ctx context.Context, cfg Config, tables []string, log *s
 	if len(tables) == 0 || cfg.Postgres == "" {
 		return nil
 	}
-	var names []string
-	for _, t := range tables {
-		schema, table, _ := strings.Cut(t, ".")
-		names = append(names, topic.CDCTable(cfg.App, schema, table))
-	}
+	names := cdcTableTopics(cfg.App, tables)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Kafka...))
 	if err != nil {
 		return err
