@@ -170,6 +170,15 @@ func (t *table) selectList() string {
 
 func (t *table) ident() string { return pgx.Identifier{t.schema, t.name}.Sanitize() }
 
+// identList is the tables quoted and comma-separated, as CREATE PUBLICATION takes them.
+func identList(ts []*table) string {
+	s := make([]string, len(ts))
+	for i, t := range ts {
+		s[i] = t.ident()
+	}
+	return strings.Join(s, ", ")
+}
+
 // typeCache resolves type OIDs to their JSON mapping, following domains to their base type
 // and arrays to their element type.
 type typeCache struct {
@@ -235,20 +244,13 @@ func ensurePublication(ctx context.Context, conn *pgx.Conn, pub string, tables [
 	if err != nil {
 		return err
 	}
-	idents := func(ts []*table) string {
-		s := make([]string, len(ts))
-		for i, t := range ts {
-			s[i] = t.ident()
-		}
-		return strings.Join(s, ", ")
-	}
 	if !exists {
 		if !fresh {
-			return fmt.Errorf("%w: %q: it was dropped after the slot was created; recreate it (CREATE PUBLICATION %s FOR TABLE %s), or drop the slot to start over", ErrPublicationMissing, pub, pub, idents(tables))
+			return fmt.Errorf("%w: %q: it was dropped after the slot was created; recreate it (CREATE PUBLICATION %s FOR TABLE %s), or drop the slot to start over", ErrPublicationMissing, pub, pub, identList(tables))
 		}
-		_, err := conn.Exec(ctx, "CREATE PUBLICATION "+pub+" FOR TABLE "+idents(tables))
+		_, err := conn.Exec(ctx, "CREATE PUBLICATION "+pub+" FOR TABLE "+identList(tables))
 		if err != nil {
-			return createPublicationError(pub, idents(tables), err)
+			return createPublicationError(pub, identList(tables), err)
 		}
 		return nil
 	}
@@ -262,10 +264,10 @@ func ensurePublication(ctx context.Context, conn *pgx.Conn, pub string, tables [
 		return nil
 	}
 	if !fresh {
-		return fmt.Errorf("%w: %q lacks %s; add them and start over with a fresh slot", ErrPublicationTables, pub, idents(missing))
+		return fmt.Errorf("%w: %q lacks %s; add them and start over with a fresh slot", ErrPublicationTables, pub, identList(missing))
 	}
-	if _, err := conn.Exec(ctx, "ALTER PUBLICATION "+pub+" ADD TABLE "+idents(missing)); err != nil {
-		return fmt.Errorf("cdc: add %s to publication %s: %w", idents(missing), pub, err)
+	if _, err := conn.Exec(ctx, "ALTER PUBLICATION "+pub+" ADD TABLE "+identList(missing)); err != nil {
+		return fmt.Errorf("cdc: add %s to publication %s: %w", identList(missing), pub, err)
 	}
 	return nil
 }

@@ -172,17 +172,20 @@ func classifyConnect(err error, user string, replication bool) error {
 	return fmt.Errorf("cdc: connect to Postgres: %w", err)
 }
 
-// classifyStream turns an error of the replication stream into the source's error for it.
-func classifyStream(err error, publication, slot, user string) error {
+// classifyStream turns an error of the replication stream (or of a replication command) into
+// the source's error for it.
+func (r *runner) classifyStream(err error) error {
+	pub, slot := r.cfg.Publication, r.cfg.Slot
 	switch pgCode(err) {
 	case codeUndefinedObject:
-		return faultf(ErrPublicationMissing, err, "cdc: publication %q (slot %s) does not exist: recreate it, or drop the slot and the source's topics to start over", publication, slot)
+		return faultf(ErrPublicationMissing, err, "cdc: publication %q (slot %s) does not exist: recreate it (CREATE PUBLICATION %s FOR TABLE %s), or drop the slot and the source's topics to start over",
+			pub, slot, pub, identList(r.tables))
 	case codeObjectNotInPrereq:
 		return fmt.Errorf("%w: %s: %w", ErrSlotInvalidated, slot, err)
 	case codeObjectInUse:
 		return fmt.Errorf("%w: %s: %w", ErrSlotBusy, slot, err)
 	case codeInsufficientPriv:
-		return faultf(ErrNoReplication, err, "cdc: role %q lacks REPLICATION: ALTER ROLE %s REPLICATION", user, quoteIdent(user))
+		return faultf(ErrNoReplication, err, "cdc: role %q lacks REPLICATION: ALTER ROLE %s REPLICATION", r.user, quoteIdent(r.user))
 	}
 	return fmt.Errorf("cdc: replication stream: %w", err)
 }

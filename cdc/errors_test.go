@@ -63,6 +63,7 @@ func TestClassifyConnect(t *testing.T) {
 // TestIsPermanent: what needs an operator is permanent; an unreachable or restarting server,
 // a reset connection, a busy slot and retriable Kafka errors are not.
 func TestIsPermanent(t *testing.T) {
+	r := &runner{cfg: &Config{Publication: "p", Slot: "s"}, user: "app"}
 	for _, tt := range []struct {
 		err  error
 		want bool
@@ -73,9 +74,9 @@ func TestIsPermanent(t *testing.T) {
 		{faultf(ErrNoPrimaryKey, nil, "cdc: table public.t has no primary key"), true},
 		{faultf(ErrWalLevel, nil, "cdc: wal_level is replica"), true},
 		{faultf(ErrPrivilege, nil, "cdc: role cannot read"), true},
-		{classifyStream(pgErr("42704", `publication "p" does not exist`), "p", "s", "app"), true},
-		{classifyStream(pgErr("42501", "permission denied to start WAL sender"), "p", "s", "app"), true},
-		{classifyStream(pgErr("55006", `replication slot "s" is active`), "p", "s", "app"), false},
+		{r.classifyStream(pgErr("42704", `publication "p" does not exist`)), true},
+		{r.classifyStream(pgErr("42501", "permission denied to start WAL sender")), true},
+		{r.classifyStream(pgErr("55006", `replication slot "s" is active`)), false},
 		{fmt.Errorf("snapshot: %w", pgErr("42501", "permission denied for table t")), true},
 		{fmt.Errorf("read: %w", pgErr("42P01", `relation "t" does not exist`)), true},
 		{pgErr("57P01", "terminating connection due to administrator command"), false},
@@ -93,6 +94,17 @@ func TestIsPermanent(t *testing.T) {
 		if got := IsPermanent(tt.err); got != tt.want {
 			t.Errorf("IsPermanent(%v) = %v, want %v", tt.err, got, tt.want)
 		}
+	}
+}
+
+// TestPublicationMissingMessage: the fix names the statement that recreates the publication.
+func TestPublicationMissingMessage(t *testing.T) {
+	r := &runner{cfg: &Config{Publication: "tarn_shop", Slot: "tarn_shop"}, user: "app",
+		tables: []*table{{schema: "public", name: "users"}, {schema: "public", name: "orders"}}}
+	err := r.classifyStream(pgErr("42704", `publication "tarn_shop" does not exist`))
+	want := `CREATE PUBLICATION tarn_shop FOR TABLE "public"."users", "public"."orders"`
+	if !errors.Is(err, ErrPublicationMissing) || !strings.Contains(err.Error(), want) {
+		t.Errorf("got %v, want ErrPublicationMissing saying %s", err, want)
 	}
 }
 

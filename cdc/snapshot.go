@@ -27,7 +27,7 @@ func (r *runner) snapshot(ctx context.Context) error {
 	case codeObjectNotInPrereq:
 		return faultf(ErrWalLevel, err, "cdc: Postgres cannot create logical slot %s: run ALTER SYSTEM SET wal_level = logical (or set it in postgresql.conf) and restart Postgres", r.cfg.Slot)
 	case codeInsufficientPriv:
-		return classifyStream(err, r.cfg.Publication, r.cfg.Slot, r.user)
+		return r.classifyStream(err)
 	}
 	if err != nil {
 		return fmt.Errorf("cdc: create replication slot %s: %w", r.cfg.Slot, err)

@@ -60,7 +60,7 @@ func (r *runner) startReplication(ctx context.Context) error {
 	err := pglogrepl.StartReplication(ctx, r.repl, r.cfg.Slot, pglogrepl.LSN(r.pos.Resume),
 		pglogrepl.StartReplicationOptions{PluginArgs: args})
 	if err != nil {
-		return classifyStream(err, r.cfg.Publication, r.cfg.Slot, r.user)
+		return r.classifyStream(err)
 	}
 	slot, err := readSlot(ctx, r.catalog, r.cfg.Slot)
 	if err != nil {
@@ -84,7 +84,7 @@ func (r *runner) receive(ctx context.Context, st *streamState) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			return classifyStream(err, r.cfg.Publication, r.cfg.Slot, r.user)
+			return r.classifyStream(err)
 		}
 		switch msg := msg.(type) {
 		case *pgproto3.CopyData:
@@ -92,7 +92,7 @@ func (r *runner) receive(ctx context.Context, st *streamState) error {
 				return err
 			}
 		case *pgproto3.ErrorResponse:
-			return classifyStream(pgconn.ErrorResponseToPgError(msg), r.cfg.Publication, r.cfg.Slot, r.user)
+			return r.classifyStream(pgconn.ErrorResponseToPgError(msg))
 		case *pgproto3.CopyDone:
 			// A walsender ends its stream this way when the server shuts down: a restart
 			// passes, so this is not ErrProtocol.

@@ -169,6 +169,25 @@ func TestServeCDCRecovers(t *testing.T) {
 	}
 }
 
+// TestServeCDCPublicationDropped: a publication dropped under a streaming source stops `tarn
+// serve` within failWithin of the next change, naming the publication and the fix.
+func TestServeCDCPublicationDropped(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	kafka := testenv.Kafka(t)
+	createEventTopics(ctx, t, kafka)
+	bin := buildTarn(t)
+	pg := testenv.Postgres(t)
+	migrate(ctx, t, pg)
+	app := fmt.Sprintf("droppub%d", time.Now().UnixNano()%1e9)
+	in := startServe(t, bin, "--app", app, "--kafka", strings.Join(kafka, ","), "--postgres", pg)
+	waitServe(t, in, 2*time.Minute, "readyz", func() bool { code, _ := get(in.base + "/readyz"); return code == http.StatusOK })
+	pub := "tarn_" + app // the source's default publication
+	execSQL(ctx, t, pg, "DROP PUBLICATION "+pub)
+	execSQL(ctx, t, pg, "INSERT INTO customers (id, name, region) VALUES (1, 'a', 'eu')")
+	wantExit(t, in, failWithin, fmt.Sprintf("publication %q", pub), "does not exist", "CREATE PUBLICATION "+pub+" FOR TABLE")
+}
+
 // wantExit waits for in to exit non-zero within limit of now and checks that its stderr says
 // each of says.
 func wantExit(t *testing.T, in *instance, limit time.Duration, says ...string) {
