@@ -72,12 +72,13 @@ func loadTable(ctx context.Context, conn *pgx.Conn, types *typeCache, app, quali
 	t := &table{qualified: qualified, schema: schema, name: name, partitions: partitions,
 		topic: topic.CDCTable(app, schema, name)}
 	var (
-		ident, role string
-		readable    bool
+		ident, role      string
+		usable, readable bool
 	)
-	err := conn.QueryRow(ctx, `SELECT c.oid, c.relreplident::text, has_table_privilege(c.oid, 'SELECT'), current_user::text
+	err := conn.QueryRow(ctx, `SELECT c.oid, c.relreplident::text, has_schema_privilege(n.oid, 'USAGE'),
+			has_table_privilege(c.oid, 'SELECT'), current_user::text
 		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-		WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')`, schema, name).Scan(&t.oid, &ident, &readable, &role)
+		WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')`, schema, name).Scan(&t.oid, &ident, &usable, &readable, &role)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, faultf(ErrTableMissing, nil, "cdc: table %s does not exist: create it, or stop replicating it", qualified)
 	}
@@ -86,6 +87,9 @@ func loadTable(ctx context.Context, conn *pgx.Conn, types *typeCache, app, quali
 	}
 	// Checked here rather than left to the snapshot's SELECT, which would fail only after the
 	// slot exists and with a message that names no fix.
+	if !usable {
+		return nil, faultf(ErrPrivilege, nil, "cdc: role %q cannot use schema %s: GRANT USAGE ON SCHEMA %s TO %s", role, schema, quoteIdent(schema), quoteIdent(role))
+	}
 	if !readable {
 		return nil, faultf(ErrPrivilege, nil, "cdc: role %q cannot read table %s: GRANT SELECT ON %s TO %s", role, qualified, t.ident(), quoteIdent(role))
 	}
