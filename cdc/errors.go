@@ -3,6 +3,7 @@ package cdc
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -91,10 +92,7 @@ func IsPermanent(err error) bool {
 // connection exceptions, 57P01 admin shutdown, 57P03 cannot connect now, 53300 too many
 // connections, serialization failures) pass when the server recovers.
 func permanentCode(code string) bool {
-	switch {
-	case code == "":
-		return false
-	case code[:2] == "28": // invalid authorization specification
+	if strings.HasPrefix(code, "28") { // invalid authorization specification
 		return true
 	}
 	switch code {
