@@ -154,13 +154,18 @@ func runCDC(ctx context.Context, src *cdc.Source, health *cdcHealth, log *slog.L
 		}
 		attempt++
 		delay := retryDelay(attempt)
-		if errors.Is(err, cdc.ErrSlotBusy) {
+		busy := errors.Is(err, cdc.ErrSlotBusy)
+		if busy {
 			delay = 2 * time.Second // the server drops the old connection soon; no need to back off
 			log.Info("cdc: slot still held by another connection; retrying", "attempt", attempt, "retry_in", delay, "err", err)
 		} else {
 			log.Warn("cdc: the CDC source failed; retrying", "attempt", attempt, "retry_in", delay, "err", err)
 		}
-		health.set(fmt.Sprintf("cdc: the source's attempt %d failed; retrying in %s: %v", attempt, delay, err))
+		// A first busy slot is the normal course of a handover (the previous leader's
+		// connection lingers a moment), not a reason to turn the new leader unready.
+		if !busy || attempt > 1 {
+			health.set(fmt.Sprintf("cdc: the source's attempt %d failed; retrying in %s: %v", attempt, delay, err))
+		}
 		select {
 		case <-ctx.Done():
 			health.set("")
