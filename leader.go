@@ -101,7 +101,7 @@ func runCDCLeader(ctx context.Context, cfg Config, src *cdc.Source, health *cdcH
 		}),
 		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
 			if len(lost[posTopic]) > 0 {
-				halt(handedOver)
+				halt("cdc: lost the election (this instance's group session ended); stopped the CDC source for another instance to run")
 			}
 		}),
 	)
