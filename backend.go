@@ -19,20 +19,21 @@ import (
 // has applied, serve the next one to apply (so that a zero position means "nothing yet").
 type backend struct {
 	rt     *views.Runtime
+	cdc    *cdcHealth
 	owners *ownerCache
-	// cdc follows the CDC source's position for min_lsn reads; nil without a CDC source.
-	cdc *cdcPosition
+	// cdcPos follows the CDC source's position for min_lsn reads; nil without a CDC source.
+	cdcPos *cdcPosition
 }
 
-func newBackend(rt *views.Runtime, cdc *cdcPosition) *backend {
-	return &backend{rt: rt, owners: &ownerCache{rt: rt, ttl: time.Second, byView: map[views.Name]ownerEntry{}}, cdc: cdc}
+func newBackend(rt *views.Runtime, cdc *cdcHealth, pos *cdcPosition) *backend {
+	return &backend{rt: rt, cdc: cdc, cdcPos: pos, owners: &ownerCache{rt: rt, ttl: time.Second, byView: map[views.Name]ownerEntry{}}}
 }
 
 func (b *backend) Views() []serve.ViewInfo {
 	var out []serve.ViewInfo
 	for _, in := range b.rt.Views() {
 		if in.Queryable {
-			out = append(out, viewInfo(in))
+			out = append(out, b.viewInfo(in))
 		}
 	}
 	slices.SortFunc(out, func(a, b serve.ViewInfo) int { return strings.Compare(a.Name, b.Name) })
@@ -50,6 +51,9 @@ func (b *backend) View(name string) (serve.View, error) {
 
 func (b *backend) Ready() error {
 	var waiting []string
+	if p := b.cdc.problem(); p != "" {
+		waiting = append(waiting, p)
+	}
 	for _, in := range b.rt.Views() {
 		switch {
 		case in.Failing != "":
@@ -64,6 +68,15 @@ func (b *backend) Ready() error {
 		return errors.New(strings.Join(waiting, "; "))
 	}
 	return nil
+}
+
+// viewInfo describes a view, failing while the CDC source it reads cannot run.
+func (b *backend) viewInfo(in views.Info) serve.ViewInfo {
+	info := viewInfo(in)
+	if p := b.cdc.problem(); p != "" && info.Problem == "" && b.cdc.feeds(in) {
+		info.State, info.Problem = serve.StateFailing, p
+	}
+	return info
 }
 
 func viewInfo(in views.Info) serve.ViewInfo {
@@ -129,7 +142,7 @@ func (v *view) info() views.Info {
 	return in
 }
 
-func (v *view) Info() serve.ViewInfo { return viewInfo(v.info()) }
+func (v *view) Info() serve.ViewInfo { return v.b.viewInfo(v.info()) }
 
 // Rebuild starts a new version of the view that reprocesses its inputs beside the serving one.
 func (v *view) Rebuild(ctx context.Context) (int, error) { return v.b.rt.Rebuild(ctx, v.name) }
@@ -156,8 +169,8 @@ func (v *view) Position() serve.Position { return servePosition(v.info().Positio
 // CDC table, or an app without a CDC source, has nothing to wait for.
 func (v *view) WaitFor(ctx context.Context, target serve.Position) error {
 	if target.LSN != 0 {
-		if v.b.cdc != nil {
-			if err := v.b.cdc.waitApplied(ctx, v.b.rt, v.name, uint64(target.LSN)); err != nil {
+		if v.b.cdcPos != nil {
+			if err := v.b.cdcPos.waitApplied(ctx, v.b.rt, v.name, uint64(target.LSN)); err != nil {
 				return err
 			}
 		}

@@ -3,7 +3,9 @@ package tarn
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -13,6 +15,14 @@ import (
 
 	"github.com/tarnhq/tarn/cdc"
 	"github.com/tarnhq/tarn/internal/topic"
+	"github.com/tarnhq/tarn/views"
+)
+
+// Retry delays of the CDC source after a transient error: doubling from the first to the
+// last, which is also how long a run must have lasted to count as recovered.
+const (
+	cdcFirstRetry = time.Second
+	cdcLastRetry  = 30 * time.Second
 )
 
 // runCDCLeader runs the CDC source on exactly one instance of the app at a time. A replication
@@ -21,12 +31,20 @@ import (
 // group protocol: the member assigned the single partition of the source's position topic runs
 // it, and when that member leaves or dies, another is assigned the partition and takes over
 // from the durable position.
-func runCDCLeader(ctx context.Context, cfg Config, src *cdc.Source, log *slog.Logger) error {
+//
+// It returns the source's error when that is permanent (cdc.IsPermanent), so that the process
+// exits saying what to fix; transient errors are retried here, with their state in health.
+func runCDCLeader(ctx context.Context, cfg Config, src *cdc.Source, health *cdcHealth, log *slog.Logger) error {
 	slot := src.Slot()
 	posTopic := topic.CDCPosition(cfg.App, slot)
-	if err := ensurePositionTopic(ctx, cfg.Kafka, posTopic); err != nil {
+	err := retryTransient(ctx, health, log, func() error { return ensurePositionTopic(ctx, cfg.Kafka, posTopic) })
+	if err != nil || ctx.Err() != nil {
 		return err
 	}
+	// The election's poll blocks until a record arrives on a topic that rarely gets one, so a
+	// failed run cancels the poll to be seen at once.
+	pollCtx, stopPolling := context.WithCancel(ctx)
+	defer stopPolling()
 	var (
 		mu      sync.Mutex
 		stop    context.CancelFunc
@@ -45,15 +63,16 @@ func runCDCLeader(ctx context.Context, cfg Config, src *cdc.Source, log *slog.Lo
 		log.Info("cdc: this instance runs the CDC source", "slot", slot)
 		go func() {
 			defer close(done)
-			if err := runCDC(runCtx, src, log); err != nil {
+			if err := runCDC(runCtx, src, health, log); err != nil {
 				select {
 				case failed <- err:
 				default:
 				}
+				stopPolling()
 			}
 		}()
 	}
-	halt := func() {
+	halt := func(msg string) {
 		mu.Lock()
 		defer mu.Unlock()
 		if stop == nil {
@@ -62,8 +81,9 @@ func runCDCLeader(ctx context.Context, cfg Config, src *cdc.Source, log *slog.Lo
 		stop()
 		<-stopped
 		stop, stopped = nil, nil
-		log.Info("cdc: handed the CDC source over to another instance", "slot", slot)
+		log.Info(msg, "slot", slot)
 	}
+	const handedOver = "cdc: handed the CDC source over to another instance"
 	cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Kafka...),
 		kgo.ConsumerGroup(topic.Group(cfg.App, "cdc-"+slot, 1)), kgo.ConsumeTopics(posTopic),
 		kgo.Balancers(kgo.RangeBalancer()), kgo.SessionTimeout(10*time.Second),
@@ -76,51 +96,115 @@ func runCDCLeader(ctx context.Context, cfg Config, src *cdc.Source, log *slog.Lo
 		}),
 		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
 			if len(lost[posTopic]) > 0 {
-				halt()
+				halt(handedOver)
 			}
 		}),
 		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
 			if len(lost[posTopic]) > 0 {
-				halt()
+				halt("cdc: lost the election (this instance's group session ended); stopped the CDC source for another instance to run")
 			}
 		}),
 	)
 	if err != nil {
 		return err
 	}
-	defer func() { halt(); cl.Close() }()
+	// Stopping here before the client leaves the group keeps the revoke callback, which the
+	// leave runs, from reporting this shutdown as a handover.
+	defer func() { halt("cdc: stopped the CDC source"); cl.Close() }()
+	var lastWarn time.Time
 	for {
 		// Polling keeps the membership alive; the records themselves are the source's business.
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			return nil
-		}
+		fs := cl.PollFetches(pollCtx)
 		select {
 		case err := <-failed:
 			return err
 		default:
 		}
+		if ctx.Err() != nil {
+			return nil
+		}
 		fs.EachError(func(t string, p int32, err error) {
-			log.Warn("cdc: leader election fetch", "topic", t, "partition", p, "err", err)
+			// Kafka being away makes every poll fail at once: one line per delay is enough.
+			if time.Since(lastWarn) >= cdcLastRetry {
+				lastWarn = time.Now()
+				log.Warn("cdc: leader election fetch", "topic", t, "partition", p, "err", err)
+			}
 		})
 	}
 }
 
-// runCDC runs the source, standing by while another connection still holds the slot (a
-// previous leader whose connection the server has not dropped yet).
-func runCDC(ctx context.Context, src *cdc.Source, log *slog.Logger) error {
+// runCDC runs the source until ctx ends or it fails permanently, retrying transient errors
+// (Postgres or Kafka away, a reset connection, the slot still held by a previous leader's
+// connection that the server has not dropped yet) with growing delays.
+func runCDC(ctx context.Context, src *cdc.Source, health *cdcHealth, log *slog.Logger) error {
+	attempt := 0
 	for {
+		began := time.Now()
 		err := src.Run(ctx)
-		if !errors.Is(err, cdc.ErrSlotBusy) || ctx.Err() != nil {
+		if err == nil || ctx.Err() != nil {
+			health.set("") // stopped here: it runs elsewhere, or the process ends
+			return nil
+		}
+		if cdc.IsPermanent(err) {
+			health.set(err.Error())
 			return err
 		}
-		log.Info("cdc: slot still held by another connection; retrying", "err", err)
+		if time.Since(began) > cdcLastRetry {
+			attempt = 0 // it ran a while: this is a new failure, not the last one again
+		}
+		attempt++
+		delay := retryDelay(attempt)
+		busy := errors.Is(err, cdc.ErrSlotBusy)
+		if busy {
+			delay = 2 * time.Second // the server drops the old connection soon; no need to back off
+			log.Info("cdc: slot still held by another connection; retrying", "attempt", attempt, "retry_in", delay, "err", err)
+		} else {
+			log.Warn("cdc: the CDC source failed; retrying", "attempt", attempt, "retry_in", delay, "err", err)
+		}
+		// A first busy slot is the normal course of a handover (the previous leader's
+		// connection lingers a moment), not a reason to turn the new leader unready.
+		if !busy || attempt > 1 {
+			health.set(fmt.Sprintf("cdc: the source's attempt %d failed; retrying in %s: %v", attempt, delay, err))
+		}
+		select {
+		case <-ctx.Done():
+			health.set("")
+			return nil
+		case <-time.After(delay):
+		}
+	}
+}
+
+// retryTransient calls fn until it succeeds, fails permanently or ctx ends, waiting between
+// attempts as runCDC does.
+func retryTransient(ctx context.Context, health *cdcHealth, log *slog.Logger, fn func() error) error {
+	defer health.set("")
+	for attempt := 1; ; attempt++ {
+		err := fn()
+		if err == nil || ctx.Err() != nil {
+			return nil
+		}
+		if cdc.IsPermanent(err) {
+			return err
+		}
+		delay := retryDelay(attempt)
+		log.Warn("cdc: cannot prepare the CDC source; retrying", "attempt", attempt, "retry_in", delay, "err", err)
+		health.set(fmt.Sprintf("cdc: attempt %d to prepare the source failed; retrying in %s: %v", attempt, delay, err))
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(2 * time.Second):
+		case <-time.After(delay):
 		}
 	}
+}
+
+// retryDelay is the wait after the attempt-th failure in a row (from 1).
+func retryDelay(attempt int) time.Duration {
+	d := cdcFirstRetry
+	for i := 1; i < attempt && d < cdcLastRetry; i++ {
+		d *= 2
+	}
+	return min(d, cdcLastRetry)
 }
 
 // ensurePositionTopic creates the source's position topic as the CDC source itself would
@@ -134,7 +218,69 @@ func ensurePositionTopic(ctx context.Context, brokers []string, name string) err
 	compact := "compact"
 	_, err = kadm.NewClient(cl).CreateTopic(ctx, 1, -1, map[string]*string{"cleanup.policy": &compact}, name)
 	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-		return err
+		return fmt.Errorf("cdc: create position topic %s: %w", name, err)
 	}
 	return nil
+}
+
+// cdcHealth is what this instance knows of the CDC source, for /readyz, /v1/views and tarn
+// status. Only the instance running the source knows its problems; on the others it is quiet.
+type cdcHealth struct {
+	src    *cdc.Source     // nil when the program replicates no tables
+	topics map[string]bool // the table topics the source writes
+	mu     struct {
+		sync.Mutex
+		problem string
+	}
+}
+
+func newCDCHealth(src *cdc.Source, app string, tables []string) *cdcHealth {
+	h := &cdcHealth{src: src, topics: map[string]bool{}}
+	for _, name := range cdcTableTopics(app, tables) {
+		h.topics[name] = true
+	}
+	return h
+}
+
+// cdcTableTopics names the table topics the CDC source writes for the schema-qualified tables.
+func cdcTableTopics(app string, tables []string) []string {
+	names := make([]string, 0, len(tables))
+	for _, t := range tables {
+		schema, table, _ := strings.Cut(t, ".")
+		names = append(names, topic.CDCTable(app, schema, table))
+	}
+	return names
+}
+
+func (h *cdcHealth) set(problem string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.mu.problem = problem
+}
+
+// problem says why the source does not run here although it should ("" when it streams,
+// runs on another instance, or is not configured). A run that streams again after a
+// failure hides the failure it recovered from.
+func (h *cdcHealth) problem() string {
+	if h == nil || h.src == nil || h.src.Streaming() {
+		return ""
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.mu.problem
+}
+
+// feeds reports whether the view reads a table topic of the source, or may (it has not
+// started, so its inputs are unknown: the runtime waits for the source's topics).
+func (h *cdcHealth) feeds(in views.Info) bool {
+	if !in.Running {
+		return true
+	}
+	for tp := range in.Lag {
+		name, _, _ := strings.Cut(tp, "/")
+		if h.topics[name] {
+			return true
+		}
+	}
+	return false
 }

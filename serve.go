@@ -19,7 +19,6 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tarnhq/tarn/cdc"
-	"github.com/tarnhq/tarn/internal/topic"
 	"github.com/tarnhq/tarn/serve"
 	"github.com/tarnhq/tarn/state"
 	"github.com/tarnhq/tarn/views"
@@ -96,7 +95,8 @@ func runInstance(ctx context.Context, p Program, cfg Config, log *slog.Logger, r
 			return err
 		}
 	}
-	srv, err := serve.New(serve.Config{Backend: newBackend(rt, cdcPos), Addr: cfg.HTTP, TokenFile: cfg.TokenFile,
+	health := newCDCHealth(src, cfg.App, p.CDCTables)
+	srv, err := serve.New(serve.Config{Backend: newBackend(rt, health, cdcPos), Addr: cfg.HTTP, TokenFile: cfg.TokenFile,
 		Home: http.HandlerFunc(home), Logger: log, Registerer: reg})
 	if err != nil {
 		ln.Close()
@@ -110,7 +110,7 @@ func runInstance(ctx context.Context, p Program, cfg Config, log *slog.Logger, r
 	httpCtx, stopHTTP := context.WithCancel(context.WithoutCancel(gctx))
 	defer stopHTTP()
 	if src != nil {
-		g.Go(func() error { return runCDCLeader(gctx, cfg, src, log) })
+		g.Go(func() error { return runCDCLeader(gctx, cfg, src, health, log) })
 		g.Go(func() error { return cdcPos.run(gctx) })
 	}
 	g.Go(func() error {
@@ -165,11 +165,7 @@ func waitForTableTopics(ctx context.Context, cfg Config, tables []string, log *s
 	if len(tables) == 0 || cfg.Postgres == "" {
 		return nil
 	}
-	var names []string
-	for _, t := range tables {
-		schema, table, _ := strings.Cut(t, ".")
-		names = append(names, topic.CDCTable(cfg.App, schema, table))
-	}
+	names := cdcTableTopics(cfg.App, tables)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Kafka...))
 	if err != nil {
 		return err

@@ -87,7 +87,7 @@ func TestNoPrimaryKey(t *testing.T) {
 	mustExec(t, c, "CREATE TABLE nopk (a int, b text)")
 	mustExec(t, c, "CREATE TABLE ok (id int PRIMARY KEY)")
 	err := runErr(t, e.config(t, "public.ok", "public.nopk"))
-	if !errors.Is(err, ErrNoPrimaryKey) || !strings.Contains(err.Error(), "public.nopk") {
+	if !errors.Is(err, ErrNoPrimaryKey) || !IsPermanent(err) || !strings.Contains(err.Error(), "public.nopk") {
 		t.Fatalf("Run = %v, want ErrNoPrimaryKey naming public.nopk", err)
 	}
 	mustExec(t, c, "ALTER TABLE nopk REPLICA IDENTITY FULL")
@@ -124,15 +124,15 @@ func TestMissingPublication(t *testing.T) {
 	mustExec(t, c, "INSERT INTO p VALUES (2)")
 	select {
 	case err := <-done:
-		if !errors.Is(err, ErrPublicationMissing) {
-			t.Fatalf("running source: Run = %v, want ErrPublicationMissing", err)
+		if !errors.Is(err, ErrPublicationMissing) || !IsPermanent(err) {
+			t.Fatalf("running source: Run = %v, want ErrPublicationMissing, permanent", err)
 		}
 		t.Logf("running source: %v", err)
 	case <-time.After(30 * time.Second):
 		t.Fatal("the source kept running without its publication")
 	}
 	cfg.Registerer = nil
-	if err := runErr(t, cfg); !errors.Is(err, ErrPublicationMissing) {
-		t.Fatalf("restart: Run = %v, want ErrPublicationMissing", err)
+	if err := runErr(t, cfg); !errors.Is(err, ErrPublicationMissing) || !IsPermanent(err) {
+		t.Fatalf("restart: Run = %v, want ErrPublicationMissing, permanent", err)
 	}
 }

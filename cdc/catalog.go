@@ -50,7 +50,7 @@ func connect(ctx context.Context, url string) (*pgx.Conn, error) {
 	}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return nil, classifyConnect(err, false)
+		return nil, classifyConnect(err, cfg.User, false)
 	}
 	return conn, nil
 }
@@ -61,7 +61,7 @@ func checkWalLevel(ctx context.Context, conn *pgx.Conn) error {
 		return fmt.Errorf("cdc: read wal_level: %w", err)
 	}
 	if level != "logical" {
-		return fmt.Errorf("%w (it is %q)", ErrWalLevel, level)
+		return faultf(ErrWalLevel, nil, "cdc: wal_level is %q, not logical: run ALTER SYSTEM SET wal_level = logical (or set it in postgresql.conf) and restart Postgres", level)
 	}
 	return nil
 }
@@ -71,22 +71,40 @@ func loadTable(ctx context.Context, conn *pgx.Conn, types *typeCache, app, quali
 	schema, name, _ := splitTable(qualified)
 	t := &table{qualified: qualified, schema: schema, name: name, partitions: partitions,
 		topic: topic.CDCTable(app, schema, name)}
-	var ident string
-	err := conn.QueryRow(ctx, `SELECT c.oid, c.relreplident::text FROM pg_class c
-		JOIN pg_namespace n ON n.oid = c.relnamespace
-		WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')`, schema, name).Scan(&t.oid, &ident)
+	var (
+		ident, role      string
+		usable, readable bool
+	)
+	err := conn.QueryRow(ctx, `SELECT c.oid, c.relreplident::text, has_schema_privilege(n.oid, 'USAGE'),
+			has_table_privilege(c.oid, 'SELECT'), current_user::text
+		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')`, schema, name).Scan(&t.oid, &ident, &usable, &readable, &role)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("%w: %s", ErrTableMissing, qualified)
+		return nil, faultf(ErrTableMissing, nil, "cdc: table %s does not exist: create it, or stop replicating it", qualified)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("cdc: read table %s: %w", qualified, err)
+	}
+	// Checked here rather than left to the snapshot's SELECT, which would fail only after the
+	// slot exists and with a message that names no fix.
+	if !usable {
+		return nil, faultf(ErrPrivilege, nil, "cdc: role %q cannot use schema %s: GRANT USAGE ON SCHEMA %s TO %s", role, schema, quoteIdent(schema), quoteIdent(role))
+	}
+	if !readable {
+		return nil, faultf(ErrPrivilege, nil, "cdc: role %q cannot read table %s: GRANT SELECT ON %s TO %s", role, qualified, t.ident(), quoteIdent(role))
+	}
+	if ident == "n" {
+		// Deletes and key changes would arrive without any key.
+		return nil, faultf(ErrNoPrimaryKey, nil, "cdc: table %s has REPLICA IDENTITY NOTHING, so its deletes carry no key: ALTER TABLE %s REPLICA IDENTITY DEFAULT (with a primary key) or REPLICA IDENTITY FULL",
+			qualified, t.ident())
 	}
 	t.identityFull = ident == "f"
 	if t.keyNames, err = keyColumns(ctx, conn, t.oid, ident); err != nil {
 		return nil, fmt.Errorf("cdc: read key of %s: %w", qualified, err)
 	}
 	if len(t.keyNames) == 0 && !t.identityFull {
-		return nil, fmt.Errorf("%w: %s", ErrNoPrimaryKey, qualified)
+		return nil, faultf(ErrNoPrimaryKey, nil, "cdc: table %s has no primary key: add one (ALTER TABLE %s ADD PRIMARY KEY (...)), or ALTER TABLE %s REPLICA IDENTITY FULL",
+			qualified, t.ident(), t.ident())
 	}
 	if err := t.loadColumns(ctx, conn, types); err != nil {
 		return nil, err
@@ -156,6 +174,15 @@ func (t *table) selectList() string {
 
 func (t *table) ident() string { return pgx.Identifier{t.schema, t.name}.Sanitize() }
 
+// identList is the tables quoted and comma-separated, as CREATE PUBLICATION takes them.
+func identList(ts []*table) string {
+	s := make([]string, len(ts))
+	for i, t := range ts {
+		s[i] = t.ident()
+	}
+	return strings.Join(s, ", ")
+}
+
 // typeCache resolves type OIDs to their JSON mapping, following domains to their base type
 // and arrays to their element type.
 type typeCache struct {
@@ -221,20 +248,13 @@ func ensurePublication(ctx context.Context, conn *pgx.Conn, pub string, tables [
 	if err != nil {
 		return err
 	}
-	idents := func(ts []*table) string {
-		s := make([]string, len(ts))
-		for i, t := range ts {
-			s[i] = t.ident()
-		}
-		return strings.Join(s, ", ")
-	}
 	if !exists {
 		if !fresh {
-			return fmt.Errorf("%w: %q: it was dropped after the slot was created; recreate it (CREATE PUBLICATION %s FOR TABLE %s), or drop the slot to start over", ErrPublicationMissing, pub, pub, idents(tables))
+			return fmt.Errorf("%w: %q: it was dropped after the slot was created; recreate it (CREATE PUBLICATION %s FOR TABLE %s), or drop the slot to start over", ErrPublicationMissing, pub, pub, identList(tables))
 		}
-		_, err := conn.Exec(ctx, "CREATE PUBLICATION "+pub+" FOR TABLE "+idents(tables))
+		_, err := conn.Exec(ctx, "CREATE PUBLICATION "+pub+" FOR TABLE "+identList(tables))
 		if err != nil {
-			return fmt.Errorf("cdc: create publication %s (the role must own the tables): %w", pub, err)
+			return createPublicationError(pub, identList(tables), err)
 		}
 		return nil
 	}
@@ -248,10 +268,10 @@ func ensurePublication(ctx context.Context, conn *pgx.Conn, pub string, tables [
 		return nil
 	}
 	if !fresh {
-		return fmt.Errorf("%w: %q lacks %s; add them and start over with a fresh slot", ErrPublicationTables, pub, idents(missing))
+		return fmt.Errorf("%w: %q lacks %s; add them and start over with a fresh slot", ErrPublicationTables, pub, identList(missing))
 	}
-	if _, err := conn.Exec(ctx, "ALTER PUBLICATION "+pub+" ADD TABLE "+idents(missing)); err != nil {
-		return fmt.Errorf("cdc: add %s to publication %s: %w", idents(missing), pub, err)
+	if _, err := conn.Exec(ctx, "ALTER PUBLICATION "+pub+" ADD TABLE "+identList(missing)); err != nil {
+		return fmt.Errorf("cdc: add %s to publication %s: %w", identList(missing), pub, err)
 	}
 	return nil
 }
@@ -324,4 +344,14 @@ func dropSlot(ctx context.Context, conn *pgx.Conn, slot string) error {
 		return fmt.Errorf("cdc: drop slot %s: %w", slot, err)
 	}
 	return nil
+}
+
+// createPublicationError names the fix when the role may not create the publication: only a
+// table's owner (or a superuser) can publish it.
+func createPublicationError(pub, tables string, err error) error {
+	if pgCode(err) == codeInsufficientPriv {
+		return faultf(ErrPrivilege, err, "cdc: the role may not create publication %s: run CREATE PUBLICATION %s FOR TABLE %s as the tables' owner, or make the role own them",
+			pub, pub, tables)
+	}
+	return fmt.Errorf("cdc: create publication %s (the role must own the tables): %w", pub, err)
 }

@@ -129,14 +129,14 @@ func TestConnectErrors(t *testing.T) {
 	cfg.Brokers = []string{"127.0.0.1:1"} // never reached: Postgres is checked first
 
 	cfg.PostgresURL = c.url("wrong")
-	if err := runErr(t, cfg); !errors.Is(err, ErrAuth) {
+	if err := runErr(t, cfg); !errors.Is(err, ErrAuth) || !IsPermanent(err) {
 		t.Errorf("wrong password: Run = %v, want ErrAuth", err)
 	} else {
 		t.Logf("wrong password: %v", err)
 	}
 	cfg.PostgresURL = c.url(clusterPassword)
 	cfg.Registerer = nil
-	if err := runErr(t, cfg); !errors.Is(err, ErrWalLevel) || !strings.Contains(err.Error(), `"replica"`) {
+	if err := runErr(t, cfg); !errors.Is(err, ErrWalLevel) || !IsPermanent(err) || !strings.Contains(err.Error(), `"replica"`) {
 		t.Errorf("wal_level=replica: Run = %v, want ErrWalLevel naming the level", err)
 	} else {
 		t.Logf("wal_level=replica: %v", err)

@@ -65,4 +65,7 @@
 //     advance; the slot's lag is the tarn_cdc_slot_lag_bytes metric.
 //   - The local row state is used only when its recorded position equals the position in
 //     Kafka ([ErrToastMissing] otherwise, never a guessed value).
+//   - An error that needs an operator ([IsPermanent]: credentials, privileges, wal_level,
+//     tables, publication, slot) says what was wrong and the statement or setting that fixes
+//     it, and is found by the server's SQLSTATE, never by its text; callers retry the others.
 package cdc

@@ -17,6 +17,8 @@ type metrics struct {
 	confirmedLSN  prometheus.Gauge
 	heartbeats    prometheus.Counter
 	rowStateBuild prometheus.Counter
+	up            prometheus.Gauge
+	errors        *prometheus.CounterVec // kind
 }
 
 func newMetrics(reg prometheus.Registerer, slot string) (*metrics, error) {
@@ -34,8 +36,11 @@ func newMetrics(reg prometheus.Registerer, slot string) (*metrics, error) {
 		confirmedLSN:  prometheus.NewGauge(prometheus.GaugeOpts(opts("confirmed_lsn", "Last LSN confirmed to the server (durable in Kafka)."))),
 		heartbeats:    prometheus.NewCounter(prometheus.CounterOpts(opts("heartbeats_total", "Heartbeat messages emitted."))),
 		rowStateBuild: prometheus.NewCounter(prometheus.CounterOpts(opts("row_state_rebuilds_total", "Rebuilds of the local row state from the table topics."))),
+		up:            prometheus.NewGauge(prometheus.GaugeOpts(opts("source_up", "1 while this instance streams the source's changes, else 0 (failing, retrying, standing by)."))),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts(opts("errors_total",
+			"Runs of the source that ended in an error, by kind: permanent (needs an operator), transient (retried), slot_busy (another connection holds the slot).")), []string{"kind"}),
 	}
-	for _, c := range []prometheus.Collector{m.snapshotRows, m.changes, m.batches, m.batchSeconds, m.slotLag, m.confirmedLSN, m.heartbeats, m.rowStateBuild} {
+	for _, c := range []prometheus.Collector{m.snapshotRows, m.changes, m.batches, m.batchSeconds, m.slotLag, m.confirmedLSN, m.heartbeats, m.rowStateBuild, m.up, m.errors} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {
@@ -43,6 +48,9 @@ func newMetrics(reg prometheus.Registerer, slot string) (*metrics, error) {
 			}
 			return nil, fmt.Errorf("cdc: register metrics: %w", err)
 		}
+	}
+	for _, kind := range []string{"permanent", "transient", "slot_busy"} {
+		m.errors.WithLabelValues(kind) // so that every series exists before its first error
 	}
 	return m, nil
 }

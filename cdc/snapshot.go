@@ -22,6 +22,13 @@ func (r *runner) snapshot(ctx context.Context) error {
 		// Another instance created the slot a moment ago and takes the snapshot.
 		return fmt.Errorf("%w: %s was created by another connection: %w", ErrSlotBusy, r.cfg.Slot, err)
 	}
+	switch pgCode(err) {
+	case "":
+	case codeObjectNotInPrereq:
+		return faultf(ErrWalLevel, err, "cdc: Postgres cannot create logical slot %s: run ALTER SYSTEM SET wal_level = logical (or set it in postgresql.conf) and restart Postgres", r.cfg.Slot)
+	case codeInsufficientPriv:
+		return r.classifyStream(err)
+	}
 	if err != nil {
 		return fmt.Errorf("cdc: create replication slot %s: %w", r.cfg.Slot, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -21,8 +22,9 @@ import (
 // Source replicates the configured tables into their table topics. Build it with New and call
 // Run once at a time.
 type Source struct {
-	cfg Config
-	m   *metrics
+	cfg       Config
+	m         *metrics
+	streaming atomic.Bool
 }
 
 // New copies cfg, fills its defaults and checks it; it connects to nothing.
@@ -39,6 +41,10 @@ func New(cfg Config) (*Source, error) {
 	return &Source{cfg: cfg, m: m}, nil
 }
 
+// Streaming reports whether a Run streams changes now (past its snapshot and
+// START_REPLICATION): what tells a source that recovered from one that still fails.
+func (s *Source) Streaming() bool { return s.streaming.Load() }
+
 // Slot is the replication slot the source streams (Config.Slot or its default).
 func (s *Source) Slot() string { return s.cfg.Slot }
 
@@ -46,30 +52,38 @@ func (s *Source) Slot() string { return s.cfg.Slot }
 // changes until ctx is cancelled (then it returns nil) or an error stops it. After an error it
 // may be called again: it resumes from the last position durable in Kafka.
 func (s *Source) Run(ctx context.Context) error {
-	r := &runner{cfg: &s.cfg, log: s.cfg.Logger.With("slot", s.cfg.Slot), m: s.m}
+	r := &runner{cfg: &s.cfg, log: s.cfg.Logger.With("slot", s.cfg.Slot), m: s.m, streaming: &s.streaming}
 	err := r.run(ctx)
 	r.close()
+	s.streaming.Store(false)
+	s.m.up.Set(0)
 	if ctx.Err() != nil {
 		return nil
+	}
+	if err != nil {
+		s.m.errors.WithLabelValues(errorKind(err)).Inc()
 	}
 	return err
 }
 
 // runner holds what one Run opened.
 type runner struct {
-	cfg      *Config
-	log      *slog.Logger
-	m        *metrics
-	catalog  *pgx.Conn
-	types    *typeCache
-	tables   []*table
-	byName   map[string]*table
-	repl     *pgconn.PgConn
-	sys      pglogrepl.IdentifySystemResult
-	producer *kgo.Client
-	sink     *sink
-	rows     *rowState
-	pos      position
+	cfg *Config
+	log *slog.Logger
+	m   *metrics
+	// streaming is the Source's, set once START_REPLICATION succeeded.
+	streaming *atomic.Bool
+	catalog   *pgx.Conn
+	types     *typeCache
+	tables    []*table
+	byName    map[string]*table
+	repl      *pgconn.PgConn
+	user      string // the role of repl, for messages
+	sys       pglogrepl.IdentifySystemResult
+	producer  *kgo.Client
+	sink      *sink
+	rows      *rowState
+	pos       position
 }
 
 func (r *runner) run(ctx context.Context) error {
@@ -182,8 +196,9 @@ func (r *runner) openReplication(ctx context.Context) error {
 	}
 	cfg.RuntimeParams["replication"] = "database"
 	if r.repl, err = pgconn.ConnectConfig(ctx, cfg); err != nil {
-		return classifyConnect(err, true)
+		return classifyConnect(err, cfg.User, true)
 	}
+	r.user = cfg.User
 	if r.sys, err = pglogrepl.IdentifySystem(ctx, r.repl); err != nil {
 		return fmt.Errorf("cdc: IDENTIFY_SYSTEM: %w", err)
 	}

@@ -3,6 +3,7 @@ package cdc
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -59,7 +60,7 @@ func (r *runner) startReplication(ctx context.Context) error {
 	err := pglogrepl.StartReplication(ctx, r.repl, r.cfg.Slot, pglogrepl.LSN(r.pos.Resume),
 		pglogrepl.StartReplicationOptions{PluginArgs: args})
 	if err != nil {
-		return classifyStream(err, r.cfg.Publication, r.cfg.Slot)
+		return r.classifyStream(err)
 	}
 	slot, err := readSlot(ctx, r.catalog, r.cfg.Slot)
 	if err != nil {
@@ -68,6 +69,8 @@ func (r *runner) startReplication(ctx context.Context) error {
 	if slot.confirmed > r.pos.Resume {
 		return fmt.Errorf("%w: after START_REPLICATION slot %s confirmed %s, durable position %s", ErrSlotAhead, r.cfg.Slot, slot.confirmed, r.pos.Resume)
 	}
+	r.streaming.Store(true)
+	r.m.up.Set(1)
 	r.log.Info("cdc: streaming", "from", r.pos.Resume, "slot_confirmed", slot.confirmed, "timeline", r.sys.Timeline)
 	return nil
 }
@@ -81,7 +84,7 @@ func (r *runner) receive(ctx context.Context, st *streamState) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			return classifyStream(err, r.cfg.Publication, r.cfg.Slot)
+			return r.classifyStream(err)
 		}
 		switch msg := msg.(type) {
 		case *pgproto3.CopyData:
@@ -89,9 +92,11 @@ func (r *runner) receive(ctx context.Context, st *streamState) error {
 				return err
 			}
 		case *pgproto3.ErrorResponse:
-			return classifyStream(pgconn.ErrorResponseToPgError(msg), r.cfg.Publication, r.cfg.Slot)
+			return r.classifyStream(pgconn.ErrorResponseToPgError(msg))
 		case *pgproto3.CopyDone:
-			return fmt.Errorf("%w: the server ended the replication stream", ErrProtocol)
+			// A walsender ends its stream this way when the server shuts down: a restart
+			// passes, so this is not ErrProtocol.
+			return errors.New("cdc: the server ended the replication stream (shutting down?)")
 		}
 	}
 }

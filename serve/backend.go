@@ -17,7 +17,7 @@ type Backend interface {
 	// View returns the named view, or an error wrapping ErrUnknownView.
 	View(name string) (View, error)
 	// Ready returns nil when every store assigned to this instance has restored, else an error
-	// that says what is still restoring (shown by /readyz).
+	// that says what is still restoring or failing (shown by /readyz).
 	Ready() error
 }
 
@@ -76,8 +76,9 @@ const (
 	StateRestoring  State = "restoring"
 	StateRunning    State = "running"
 	StateRebuilding State = "rebuilding"
-	// StateFailing: the view is not processing and retries after a failure (Kafka
-	// unreachable, a failed transaction); ViewInfo.Problem says why, FailingSince since when.
+	// StateFailing: the view cannot be kept fresh here: it retries after a failure (Kafka
+	// unreachable, a failed transaction) or its input (the CDC source) fails or waits to
+	// retry; ViewInfo.Problem says why.
 	StateFailing State = "failing"
 )
 
@@ -95,8 +96,8 @@ type ViewInfo struct {
 	Position Position `json:"position"`
 	// Rebuild describes a new version being built beside this one; nil when none is.
 	Rebuild *RebuildProgress `json:"rebuild,omitempty"`
-	// Problem says why the view does not run here (e.g. an outdated definition) or why it is
-	// failing; "" if none.
+	// Problem says why the view does not run here (e.g. an outdated definition) or, in
+	// StateFailing, why it cannot be kept fresh; "" if none.
 	Problem string `json:"problem,omitempty"`
 	// FailingSince is when the view started failing (state failing); nil otherwise.
 	FailingSince *time.Time `json:"failing_since,omitempty"`

@@ -64,6 +64,20 @@ func majorOf(initdb string) int {
 // wal_level=logical on a free port. Postgres refuses to run as root, so when we are root the
 // cluster belongs to the "postgres" user and every folder above it is made traversable.
 func Start(ctx context.Context, base string) (*Cluster, error) {
+	return StartWith(ctx, base, Options{})
+}
+
+// Options are what tests of tarn's refusals change in a cluster.
+type Options struct {
+	// Settings are added after [Settings] and win over them (e.g. wal_level=replica).
+	Settings []Setting
+	// Password, when set, is the superuser's password and TCP connections must give it
+	// (scram-sha-256); by default they are trusted.
+	Password string
+}
+
+// StartWith is Start with opts.
+func StartWith(ctx context.Context, base string, opts Options) (*Cluster, error) {
 	bin, err := binDir()
 	if err != nil {
 		return nil, err
@@ -80,14 +94,26 @@ func Start(ctx context.Context, base string) (*Cluster, error) {
 		}
 	}
 	data := filepath.Join(dir, "data")
-	if out, err := p.command(ctx, "initdb", "-D", data, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync").CombinedOutput(); err != nil {
+	auth := []string{"-A", "trust"}
+	if opts.Password != "" {
+		pw := filepath.Join(dir, "pwfile")
+		if err := os.WriteFile(pw, []byte(opts.Password+"\n"), 0o600); err != nil {
+			return nil, err
+		}
+		if err := p.chownToRunAs(pw); err != nil {
+			return nil, err
+		}
+		auth = []string{"--auth-local=trust", "--auth-host=scram-sha-256", "--pwfile=" + pw}
+	}
+	args := append([]string{"-D", data, "-U", "postgres", "-E", "UTF8", "--no-sync"}, auth...)
+	if out, err := p.command(ctx, "initdb", args...).CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("localpg: initdb: %w\n%s", err, out)
 	}
 	for attempt := 0; ; attempt++ {
 		if p.Port, err = FreePort(); err != nil {
 			return nil, err
 		}
-		if err = p.writeConfig(data); err != nil {
+		if err = p.writeConfig(data, opts.Settings); err != nil {
 			return nil, err
 		}
 		out, err := p.command(ctx, "pg_ctl", "-D", data, "-l", p.LogPath(), "-w", "-t", "60", "start").CombinedOutput()
@@ -98,7 +124,11 @@ func Start(ctx context.Context, base string) (*Cluster, error) {
 			return nil, fmt.Errorf("localpg: pg_ctl start: %w\n%s\n%s", err, out, LogTail(p.LogPath(), 20))
 		}
 	}
-	p.URL = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", p.Port)
+	userinfo := url.User("postgres")
+	if opts.Password != "" {
+		userinfo = url.UserPassword("postgres", opts.Password)
+	}
+	p.URL = fmt.Sprintf("postgres://%s@127.0.0.1:%d/postgres?sslmode=disable", userinfo, p.Port)
 	return p, nil
 }
 
@@ -148,9 +178,10 @@ var SpeedSettings = []Setting{
 // Setting is one server configuration parameter.
 type Setting struct{ Name, Value string }
 
-func (p *Cluster) writeConfig(data string) error {
+func (p *Cluster) writeConfig(data string, extra []Setting) error {
 	conf := fmt.Sprintf("listen_addresses = '127.0.0.1'\nport = %d\nunix_socket_directories = '%s'\n", p.Port, p.Dir)
-	for _, s := range append(Settings[:len(Settings):len(Settings)], SpeedSettings...) {
+	all := append(append(Settings[:len(Settings):len(Settings)], SpeedSettings...), extra...)
+	for _, s := range all {
 		conf += s.Name + " = " + s.Value + "\n"
 	}
 	path := filepath.Join(data, "postgresql.auto.conf")
@@ -195,6 +226,25 @@ func (p *Cluster) Stop() error {
 		return fmt.Errorf("localpg: pg_ctl stop: %w\n%s", err, out)
 	}
 	return os.RemoveAll(p.Dir)
+}
+
+// Pause stops the server (fast shutdown) and keeps its data, so that Resume starts it again
+// on the same port: tests of clients that must ride out a Postgres restart.
+func (p *Cluster) Pause(ctx context.Context) error {
+	out, err := p.command(ctx, "pg_ctl", "-D", filepath.Join(p.Dir, "data"), "-m", "fast", "-w", "stop").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("localpg: pg_ctl stop: %w\n%s", err, out)
+	}
+	return nil
+}
+
+// Resume starts a paused server.
+func (p *Cluster) Resume(ctx context.Context) error {
+	out, err := p.command(ctx, "pg_ctl", "-D", filepath.Join(p.Dir, "data"), "-l", p.LogPath(), "-w", "-t", "60", "start").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("localpg: pg_ctl start: %w\n%s\n%s", err, out, LogTail(p.LogPath(), 20))
+	}
+	return nil
 }
 
 // FreshDatabase creates a new empty database on the server at adminURL and returns its URL, so
