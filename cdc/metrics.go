@@ -17,6 +17,7 @@ type metrics struct {
 	confirmedLSN  prometheus.Gauge
 	heartbeats    prometheus.Counter
 	rowStateBuild prometheus.Counter
+	deadLetters   *prometheus.CounterVec // table, reason
 }
 
 func newMetrics(reg prometheus.Registerer, slot string) (*metrics, error) {
@@ -34,8 +35,10 @@ func newMetrics(reg prometheus.Registerer, slot string) (*metrics, error) {
 		confirmedLSN:  prometheus.NewGauge(prometheus.GaugeOpts(opts("confirmed_lsn", "Last LSN confirmed to the server (durable in Kafka)."))),
 		heartbeats:    prometheus.NewCounter(prometheus.CounterOpts(opts("heartbeats_total", "Heartbeat messages emitted."))),
 		rowStateBuild: prometheus.NewCounter(prometheus.CounterOpts(opts("row_state_rebuilds_total", "Rebuilds of the local row state from the table topics."))),
+		deadLetters: prometheus.NewCounterVec(prometheus.CounterOpts(opts("dead_letters_total",
+			"Row changes sent to the dead-letter topic instead of their table topic, by table and reason (too-large).")), []string{"table", "reason"}),
 	}
-	for _, c := range []prometheus.Collector{m.snapshotRows, m.changes, m.batches, m.batchSeconds, m.slotLag, m.confirmedLSN, m.heartbeats, m.rowStateBuild} {
+	for _, c := range []prometheus.Collector{m.snapshotRows, m.changes, m.batches, m.batchSeconds, m.slotLag, m.confirmedLSN, m.heartbeats, m.rowStateBuild, m.deadLetters} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {

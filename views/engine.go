@@ -176,6 +176,7 @@ func newEngine(r *Runtime, v *View) *engine {
 		bySource: map[string]*sourceNode{}, subOf: map[string]*subtopology{}, pending: map[taskID]bool{},
 		wake: make(chan struct{}, 1)}
 	e.env = newEnv(r.cfg.App, v, r.cfg.Now, r.cfg.IdleTimeout, r.metrics)
+	e.env.limits = topic.NewLimits(r.cfg.MaxRecordBytes)
 	e.mu.tasks, e.mu.restoring, e.mu.lag = map[taskID]*runTask{}, map[taskID]bool{}, map[string]int64{}
 	for _, s := range v.subs {
 		for _, src := range s.sources {
@@ -619,14 +620,14 @@ func (e *engine) commit(ctx context.Context, c consumer) (bool, error) {
 		case err != nil:
 			return false, fmt.Errorf("%w: end transaction: %w", errRecreate, errors.Join(perr, err))
 		case perr != nil:
-			return false, fmt.Errorf("%w: %w", errRecreate, perr)
+			return false, e.produceFailed(perr)
 		case !committed:
 			e.rt.metrics.aborts.WithLabelValues(string(e.v.name)).Inc()
 			e.log.Info("views: transaction aborted (rebalance); redoing the batch")
 			return false, nil
 		}
 	} else if perr != nil {
-		return false, fmt.Errorf("%w: %w", errRecreate, perr)
+		return false, e.produceFailed(perr)
 	}
 	for _, w := range ws {
 		if err := w.txn.Apply(); err != nil {
@@ -638,6 +639,20 @@ func (e *engine) commit(ctx context.Context, c consumer) (bool, error) {
 		e.commitAsync(ctx, c.cl)
 	}
 	return true, nil
+}
+
+// produceFailed is the error of a batch whose records Kafka did not all take. A record refused
+// for its size would be refused again on every retry: that stops the view with a message
+// that names the fix, rather than redoing the batch forever. Anything else may pass on a new
+// client.
+func (e *engine) produceFailed(err error) error {
+	if !topic.IsTooLarge(err) {
+		return fmt.Errorf("%w: %w", errRecreate, err)
+	}
+	return fmt.Errorf("views: view %q: Kafka refused a record as too large that is within the limit tarn read for its topic at start "+
+		"(was the topic's max.message.bytes lowered since?): %w; raise it (kafka-configs --alter --entity-type topics --entity-name <topic> "+
+		"--add-config max.message.bytes=%d), or restart: tarn then reads the lower limit and dead-letters records above it",
+		e.v.name, err, topic.MaxMessageBytes(e.rt.cfg.MaxRecordBytes))
 }
 
 // waitProduced sends the batch's changelog records and waits for every acknowledgement: of
