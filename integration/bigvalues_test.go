@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -94,28 +95,7 @@ func TestLargeValues(t *testing.T) {
 	produce("k20", size20MB)
 	produce("k-after", 10)
 
-	for view, keys := range map[string]map[string]int{
-		"docs":  {"small": 10, "r1": size1MB, "r12": size12MB, "after": 10},
-		"blobs": {"k1": size1MB, "k12": size12MB, "k-after": 10},
-	} {
-		field := map[string]string{"docs": "body", "blobs": "data"}[view]
-		for key, n := range keys {
-			waitServe(t, in, 2*time.Minute, view+" "+key, func() bool {
-				code, raw := get(in.base + "/v1/views/" + view + "/keys/" + key)
-				if code != http.StatusOK {
-					return false
-				}
-				var got struct{ Value map[string]string }
-				if err := json.Unmarshal([]byte(raw), &got); err != nil {
-					t.Fatalf("%s %s: %v", view, key, err)
-				}
-				if got.Value[field] != body(key, n) {
-					t.Fatalf("%s %s: served %d bytes, not the %d written", view, key, len(got.Value[field]), n)
-				}
-				return true
-			})
-		}
-	}
+	servesAll(t, in)
 	dead := readDeadLetters(ctx, t, brokers, topic.DLQ(app), 2)
 	for view, key := range map[string]string{"docs": "r20", "blobs": "k20"} {
 		if code, raw := get(in.base + "/v1/views/" + view + "/keys/" + key); code != http.StatusNotFound {
@@ -168,6 +148,46 @@ func TestLargeValues(t *testing.T) {
 	}
 	if strings.Contains(in.stderr.String(), "MESSAGE_TOO_LARGE") {
 		t.Errorf("tarn logged MESSAGE_TOO_LARGE:\n%s", tailLines(in.stderr.String(), 20))
+	}
+
+	// Without its local stores tarn restores them, large values and all, from the changelogs,
+	// and rebuilds the CDC source's row state from the table topic.
+	in.cmd.Process.Signal(syscall.SIGTERM)
+	if err := <-in.exited; err != nil {
+		t.Fatalf("tarn serve exited with %v after SIGTERM", err)
+	}
+	if out, err := exec.Command(bin, "reset", "--data-dir", in.dataDir, "yes").CombinedOutput(); err != nil {
+		t.Fatalf("tarn reset: %v\n%s", err, out)
+	}
+	again := startServe(t, bin, "--app", app, "--kafka", strings.Join(brokers, ","), "--postgres", pg, "--data-dir", in.dataDir)
+	waitServe(t, again, 2*time.Minute, "readyz after reset", func() bool { code, _ := get(again.base + "/readyz"); return code == http.StatusOK })
+	servesAll(t, again)
+}
+
+// servesAll waits until in serves every value of the test that fits, intact.
+func servesAll(t *testing.T, in *instance) {
+	t.Helper()
+	for view, keys := range map[string]map[string]int{
+		"docs":  {"small": 10, "r1": size1MB, "r12": size12MB, "after": 10},
+		"blobs": {"k1": size1MB, "k12": size12MB, "k-after": 10},
+	} {
+		field := map[string]string{"docs": "body", "blobs": "data"}[view]
+		for key, n := range keys {
+			waitServe(t, in, 2*time.Minute, view+" "+key, func() bool {
+				code, raw := get(in.base + "/v1/views/" + view + "/keys/" + key)
+				if code != http.StatusOK {
+					return false
+				}
+				var got struct{ Value map[string]string }
+				if err := json.Unmarshal([]byte(raw), &got); err != nil {
+					t.Fatalf("%s %s: %v", view, key, err)
+				}
+				if got.Value[field] != body(key, n) {
+					t.Fatalf("%s %s: served %d bytes, not the %d written", view, key, len(got.Value[field]), n)
+				}
+				return true
+			})
+		}
 	}
 }
 
