@@ -153,13 +153,13 @@ type sink struct {
 	}
 }
 
-func (s *sink) promise(_ *kgo.Record, err error) {
+func (s *sink) promise(r *kgo.Record, err error) {
 	if err == nil {
 		return
 	}
 	s.mu.Lock()
 	if s.mu.err == nil {
-		s.mu.err = err
+		s.mu.err = fmt.Errorf("record of %d bytes for %s: %w", topic.RecordSize(r), r.Topic, err)
 	}
 	s.mu.Unlock()
 }
@@ -194,9 +194,21 @@ func (s *sink) add(ctx context.Context, r *kgo.Record) error {
 	s.records++
 	s.cl.Produce(ctx, r, s.promise)
 	if err := s.failed(); err != nil {
-		return fmt.Errorf("cdc: produce to %s: %w", r.Topic, err)
+		return s.refusal(fmt.Errorf("cdc: produce to %s: %w", r.Topic, err))
 	}
 	return nil
+}
+
+// refusal is err, a record Kafka did not take; a refusal for its size would be repeated on
+// every retry, so it becomes ErrRecordTooLarge with the fix.
+func (s *sink) refusal(err error) error {
+	if !topic.IsTooLarge(err) {
+		return err
+	}
+	want := topic.MaxMessageBytes(s.tooLarge.max)
+	return fmt.Errorf("%w: %w; was the topic's max.message.bytes lowered since the source started? raise it to %d "+
+		"(kafka-configs --alter --entity-type topics --entity-name <topic> --add-config max.message.bytes=%d), "+
+		"or restart the source, which then dead-letters larger rows", ErrRecordTooLarge, err, want, want)
 }
 
 // commit makes the open batch durable, with pos when it is not nil. Only after commit returns
@@ -248,13 +260,7 @@ func (s *sink) flush(ctx context.Context) error {
 		return fmt.Errorf("cdc: flush to Kafka: %w", err)
 	}
 	if err := s.failed(); err != nil {
-		if topic.IsTooLarge(err) {
-			// Refused again on every retry: stop with the fix instead.
-			return fmt.Errorf("%w: %w; the topic's max.message.bytes was lowered since the source started? raise it to %d "+
-				"(kafka-configs --alter --add-config max.message.bytes=%d) or restart the source, which then dead-letters larger rows",
-				ErrRecordTooLarge, err, topic.MaxMessageBytes(s.tooLarge.max), topic.MaxMessageBytes(s.tooLarge.max))
-		}
-		return fmt.Errorf("cdc: Kafka refused a record: %w", err)
+		return s.refusal(fmt.Errorf("cdc: Kafka refused a record: %w", err))
 	}
 	return nil
 }
