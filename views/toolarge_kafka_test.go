@@ -77,6 +77,7 @@ func TestRefusedForSizeStopsThenDeadLetters(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "MESSAGE_TOO_LARGE") || !strings.Contains(err.Error(), "max.message.bytes=") {
 			t.Fatalf("runtime stopped with %v, want Kafka's refusal and the fix", err)
 		}
+		t.Logf("the view stopped with: %v", err)
 	case <-time.After(time.Minute):
 		t.Fatal("the view did not stop on a record Kafka refuses for its size")
 	}
