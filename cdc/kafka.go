@@ -40,12 +40,16 @@ func (c *Config) kafkaOpts() []kgo.Opt {
 // newProducer makes the client that writes table topics. Partitions are set on each record by
 // partition.For, so the manual partitioner is used. Batches are bounded per topic by limits,
 // which ensureTopics fills before anything is produced: a batch above a topic's
-// max.message.bytes would fail every record in it.
+// max.message.bytes would fail every record in it. The bytes buffered are bounded too (to
+// eight records of the maximum; small rows never reach it): a snapshot of large rows reads
+// Postgres faster than Kafka acknowledges, and 50000 buffered rows of megabytes each would
+// not fit in memory.
 func newProducer(c *Config, limits *topic.Limits) (*kgo.Client, error) {
 	opts := append(c.kafkaOpts(),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.ProducerBatchMaxBytesFn(limits.BatchBytes),
 		kgo.MaxBufferedRecords(50000),
+		kgo.MaxBufferedBytes(8*int(topic.MaxMessageBytes(c.MaxRecordBytes))),
 		kgo.ProducerLinger(0),
 	)
 	if c.Transactional {

@@ -167,6 +167,8 @@ func TestLargeValues(t *testing.T) {
 // servesAll waits until in serves every value of the test that fits, intact.
 func servesAll(t *testing.T, in *instance) {
 	t.Helper()
+	began := time.Now()
+	defer func() { t.Logf("%s served every value in %s", in.base, time.Since(began).Round(time.Millisecond)) }()
 	for view, keys := range map[string]map[string]int{
 		"docs":  {"small": 10, "r1": size1MB, "r12": size12MB, "after": 10},
 		"blobs": {"k1": size1MB, "k12": size12MB, "k-after": 10},
