@@ -30,19 +30,25 @@ const (
 )
 
 // TestLargeValues runs `tarn serve` (a program with a CDC view and a Kafka view that serve
-// whole rows) on real Postgres and Kafka: rows of 1.2 MB and 12 MB go through the CDC table
-// topic, the stores' changelogs and HTTP intact; a 20 MB row (CDC) and a 20 MB record (Kafka)
-// go to the dead-letter topic with their size and the limit, are counted, and both views go
-// on to serve a later small row.
+// whole rows) on real Postgres and Kafka, at least once and exactly once: rows of 1.2 MB and
+// 12 MB go through the CDC table topic, the stores' changelogs and HTTP intact, and are
+// restored from the changelogs after `tarn reset`; a 20 MB row (CDC) and a 20 MB record
+// (Kafka) go to the dead-letter topic with their size and the limit, are counted, and both
+// views go on to serve a later small row.
 func TestLargeValues(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	brokers := testenv.Kafka(t)
-	pg := testenv.Postgres(t)
 	bin := filepath.Join(t.TempDir(), "bigvalues")
 	if out, err := exec.Command("go", "build", "-o", bin, "./testdata/bigvalues").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
+	t.Run("at-least-once", func(t *testing.T) { testLargeValues(t, bin) })
+	t.Run("exactly-once", func(t *testing.T) { testLargeValues(t, bin, "--exactly-once") })
+}
+
+func testLargeValues(t *testing.T, bin string, flags ...string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	brokers := testenv.Kafka(t)
+	pg := testenv.Postgres(t)
 	app := fmt.Sprintf("big%d", time.Now().UnixNano()%1e9)
 
 	conn, err := pgx.Connect(ctx, pg)
@@ -66,25 +72,28 @@ func TestLargeValues(t *testing.T) {
 	// The Kafka view's input is the user's topic, made to hold records above tarn's maximum.
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ProducerBatchMaxBytes(32<<20),
 		kgo.MetadataMinAge(250*time.Millisecond))
+	blobs := app + "-blobs"
+	t.Setenv("BIGVALUES_TOPIC", blobs)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	big := strconv.Itoa(32<<20 + 1024)
-	if _, err := adm.CreateTopic(ctx, 3, 1, map[string]*string{"max.message.bytes": &big}, "blobs"); err != nil {
+	if _, err := adm.CreateTopic(ctx, 3, 1, map[string]*string{"max.message.bytes": &big}, blobs); err != nil {
 		t.Fatal(err)
 	}
 	produce := func(id string, n int) {
 		t.Helper()
 		v, _ := json.Marshal(map[string]string{"id": id, "data": body(id, n)})
-		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "blobs", Key: []byte(id), Value: v}).FirstErr(); err != nil {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: blobs, Key: []byte(id), Value: v}).FirstErr(); err != nil {
 			t.Fatalf("produce %s: %v", id, err)
 		}
 	}
 	produce("k1", size1MB)
 
-	in := startServe(t, bin, "--app", app, "--kafka", strings.Join(brokers, ","), "--postgres", pg)
+	args := append([]string{"--app", app, "--kafka", strings.Join(brokers, ","), "--postgres", pg}, flags...)
+	in := startServe(t, bin, args...)
 	waitServe(t, in, 2*time.Minute, "readyz", func() bool { code, _ := get(in.base + "/readyz"); return code == http.StatusOK })
 
 	// After the start: the replication stream writes these.
@@ -159,7 +168,7 @@ func TestLargeValues(t *testing.T) {
 	if out, err := exec.Command(bin, "reset", "--data-dir", in.dataDir, "yes").CombinedOutput(); err != nil {
 		t.Fatalf("tarn reset: %v\n%s", err, out)
 	}
-	again := startServe(t, bin, "--app", app, "--kafka", strings.Join(brokers, ","), "--postgres", pg, "--data-dir", in.dataDir)
+	again := startServe(t, bin, append(args, "--data-dir", in.dataDir)...)
 	waitServe(t, again, 2*time.Minute, "readyz after reset", func() bool { code, _ := get(again.base + "/readyz"); return code == http.StatusOK })
 	servesAll(t, again)
 }

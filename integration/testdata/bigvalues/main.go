@@ -1,10 +1,12 @@
 // Command bigvalues is the tarn program of integration/bigvalues_test.go: two views that serve
 // whole rows, so that large values go through every topic tarn writes. "docs" serves the rows
 // of the Postgres table public.docs (CDC table topic → table store and its changelog);
-// "blobs" serves the latest record of each key of the Kafka topic "blobs".
+// "blobs" serves the latest record of each key of the Kafka topic named by $BIGVALUES_TOPIC
+// (default "blobs"), so that each test has its own.
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 
@@ -18,7 +20,7 @@ type Doc struct {
 	Body string `json:"body"`
 }
 
-// Blob is a record of the topic "blobs".
+// Blob is a record of the blobs topic.
 type Blob struct {
 	ID   string `json:"id"`
 	Data string `json:"data"`
@@ -33,7 +35,7 @@ func main() {
 		os.Exit(2)
 	}
 	blobs, err := views.Define("blobs", func(b *views.Builder) {
-		views.TableSource(b, "blobs", views.JSON[Blob]()).Serve()
+		views.TableSource(b, cmp.Or(os.Getenv("BIGVALUES_TOPIC"), "blobs"), views.JSON[Blob](), views.Step("source-blobs")).Serve()
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
