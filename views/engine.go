@@ -617,6 +617,9 @@ func (e *engine) commit(ctx context.Context, c consumer) (bool, error) {
 		}
 		committed, err := c.sess.End(ctx, end)
 		switch {
+		case topic.IsTooLarge(perr):
+			// Whatever End says: the batch would fail again, so it is not redone.
+			return false, e.produceFailed(errors.Join(perr, err))
 		case err != nil:
 			return false, fmt.Errorf("%w: end transaction: %w", errRecreate, errors.Join(perr, err))
 		case perr != nil:
