@@ -34,7 +34,8 @@ const (
 // 12 MB go through the CDC table topic, the stores' changelogs and HTTP intact, and are
 // restored from the changelogs after `tarn reset`; a 20 MB row (CDC) and a 20 MB record
 // (Kafka) go to the dead-letter topic with their size and the limit, are counted, and both
-// views go on to serve a later small row.
+// views go on to serve a later small row. A topic that existed with a smaller limit is named
+// in a warning at start.
 func TestLargeValues(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "bigvalues")
 	if out, err := exec.Command("go", "build", "-o", bin, "./testdata/bigvalues").CombinedOutput(); err != nil {
@@ -91,6 +92,11 @@ func testLargeValues(t *testing.T, bin string, flags ...string) {
 		}
 	}
 	produce("k1", size1MB)
+	// A dead-letter topic left by an older tarn, with the broker's default limit: start-up
+	// names it and the fix, and dead letters (which carry no large value) still fit.
+	if _, err := adm.CreateTopic(ctx, 3, 1, nil, topic.DLQ(app)); err != nil {
+		t.Fatal(err)
+	}
 
 	args := append([]string{"--app", app, "--kafka", strings.Join(brokers, ","), "--postgres", pg}, flags...)
 	in := startServe(t, bin, args...)
@@ -139,7 +145,7 @@ func testLargeValues(t *testing.T, bin string, flags ...string) {
 		}
 	}
 	// Every topic tarn created takes records of the maximum.
-	created := []string{topic.CDCTable(app, "public", "docs"), topic.DLQ(app),
+	created := []string{topic.CDCTable(app, "public", "docs"),
 		topic.Changelog(app, "docs", 1, "cdc-public-docs"), topic.Changelog(app, "blobs", 1, "source-blobs")}
 	rcs, err := adm.DescribeTopicConfigs(ctx, created...)
 	if err != nil {
@@ -153,6 +159,12 @@ func testLargeValues(t *testing.T, bin string, flags ...string) {
 			if c.Key == "max.message.bytes" && (c.Value == nil || *c.Value != strconv.Itoa(int(topic.MaxMessageBytes(topic.DefaultMaxRecordBytes)))) {
 				t.Errorf("topic %s has max.message.bytes %v", rc.Name, c.MaybeValue())
 			}
+		}
+	}
+	for _, want := range []string{"level=WARN", "topic=" + topic.DLQ(app), "max_message_bytes=1048588",
+		"--entity-name " + topic.DLQ(app) + " --add-config max.message.bytes=16778240"} {
+		if !strings.Contains(in.stderr.String(), want) {
+			t.Errorf("tarn's log does not warn about the old dead-letter topic's limit (%q):\n%s", want, tailLines(in.stderr.String(), 20))
 		}
 	}
 	if strings.Contains(in.stderr.String(), "MESSAGE_TOO_LARGE") {
