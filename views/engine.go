@@ -652,10 +652,15 @@ func (e *engine) produceFailed(err error) error {
 	if !topic.IsTooLarge(err) {
 		return fmt.Errorf("%w: %w", errRecreate, err)
 	}
+	return refusedForSize(e.v.name, e.rt.cfg.MaxRecordBytes, err)
+}
+
+// refusedForSize is the permanent error of a record Kafka refused for its size.
+func refusedForSize(view Name, maxRecord int32, err error) error {
 	return fmt.Errorf("views: view %q: Kafka refused a record as too large that is within the limit tarn read for its topic at start "+
 		"(was the topic's max.message.bytes lowered since?): %w; raise it (kafka-configs --alter --entity-type topics --entity-name <topic> "+
 		"--add-config max.message.bytes=%d), or restart: tarn then reads the lower limit and dead-letters records above it",
-		e.v.name, err, topic.MaxMessageBytes(e.rt.cfg.MaxRecordBytes))
+		view, err, topic.MaxMessageBytes(maxRecord))
 }
 
 // waitProduced sends the batch's changelog records and waits for every acknowledgement: of

@@ -74,6 +74,14 @@ func NewLimits(maxRecord int32) *Limits {
 	return &Limits{max: maxRecord, min: int(maxRecord), topics: map[string]int32{}}
 }
 
+// Max is the configured maximum.
+func (l *Limits) Max() int32 {
+	if l == nil {
+		return DefaultMaxRecordBytes
+	}
+	return l.max
+}
+
 // Min is the smallest limit of any topic: a record no larger fits everywhere, which saves
 // building a topic name on hot paths.
 func (l *Limits) Min() int {
