@@ -32,8 +32,8 @@ const (
 // TestLargeValues runs `tarn serve` (a program with a CDC view and a Kafka view that serve
 // whole rows) on real Postgres and Kafka, at least once and exactly once: rows of 1.2 MB and
 // 12 MB go through the CDC table topic, the stores' changelogs and HTTP intact, and are
-// restored from the changelogs after `tarn reset`; a 20 MB row (CDC) and a 20 MB record
-// (Kafka) go to the dead-letter topic with their size and the limit, are counted, and both
+// restored from the changelogs after `tarn reset`; 20 MB rows (CDC snapshot and stream) and a
+// 20 MB record (Kafka) go to the dead-letter topic with their size and the limit, are counted, and both
 // views go on to serve a later small row. A topic that existed with a smaller limit is named
 // in a warning at start.
 func TestLargeValues(t *testing.T) {
@@ -69,6 +69,7 @@ func testLargeValues(t *testing.T, bin string, flags ...string) {
 	// Before the start: the snapshot writes these.
 	insert("small", 10)
 	insert("r1", size1MB)
+	insert("s20", size20MB)
 
 	// The Kafka view's input is the user's topic, made to hold records above tarn's maximum.
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ProducerBatchMaxBytes(32<<20),
@@ -111,13 +112,14 @@ func testLargeValues(t *testing.T, bin string, flags ...string) {
 	produce("k-after", 10)
 
 	servesAll(t, in)
-	dead := readDeadLetters(ctx, t, brokers, topic.DLQ(app), 2)
-	for view, key := range map[string]string{"docs": "r20", "blobs": "k20"} {
+	dead := readDeadLetters(ctx, t, brokers, topic.DLQ(app), 3)
+	for _, vk := range [][2]string{{"docs", "s20"}, {"docs", "r20"}, {"blobs", "k20"}} {
+		view, key := vk[0], vk[1]
 		if code, raw := get(in.base + "/v1/views/" + view + "/keys/" + key); code != http.StatusNotFound {
 			t.Errorf("%s %s: got %d %.200s, want 404: it is above the limit", view, key, code, raw)
 		}
 	}
-	for _, key := range []string{"r20", "k20"} {
+	for _, key := range []string{"s20", "r20", "k20"} {
 		d, ok := dead[key]
 		switch {
 		case !ok:
@@ -129,15 +131,17 @@ func testLargeValues(t *testing.T, bin string, flags ...string) {
 			t.Errorf("dead letter of %s gives size %q, want at least %d", key, d.headers["tarn.size"], size20MB)
 		}
 	}
-	if got := dead["r20"].headers["tarn.source"]; got != "cdc" {
-		t.Errorf("dead letter of r20 has tarn.source %q, want cdc", got)
+	for _, key := range []string{"s20", "r20"} { // from the snapshot and from the stream
+		if got := dead[key].headers["tarn.source"]; got != "cdc" {
+			t.Errorf("dead letter of %s has tarn.source %q, want cdc", key, got)
+		}
 	}
 	if got := dead["k20"].headers["tarn.view"]; got != "blobs" {
 		t.Errorf("dead letter of k20 has tarn.view %q, want blobs", got)
 	}
 	_, metrics := get(in.base + "/metrics")
 	for _, want := range []string{
-		`tarn_cdc_dead_letters_total{reason="too-large",slot="tarn_` + app + `",table="public.docs"} 1`,
+		`tarn_cdc_dead_letters_total{reason="too-large",slot="tarn_` + app + `",table="public.docs"} 2`,
 		`tarn_views_dead_letters_total{reason="too-large",view="blobs"} 1`,
 	} {
 		if !strings.Contains(metrics, want) {
