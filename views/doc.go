@@ -123,8 +123,9 @@
 //     dead-letter topic with reason "too-large", its size and the limit and without its
 //     value, is counted, and the view goes on. A dead letter too large for its topic loses
 //     its value (header "tarn.value-bytes" gives the size). Kafka refusing a record for its
-//     size anyway (a topic's limit lowered while running) stops the view with the fix in the
-//     message instead of retrying the batch for ever.
+//     size anyway (a topic's limit lowered while running) makes the runtime read the limits
+//     again and redo the batch, which then dead-letters it; refused once more, the view stops
+//     with the fix in the message: nothing retries it for ever.
 //   - A [CoTable] partition's store and the table offset it applied are written in the same
 //     batch, and a task joins its first record only after its copy reached the end the table
 //     topic had when the task started.

@@ -168,6 +168,10 @@ type engine struct {
 	serving   atomic.Bool
 	processed atomic.Int64 // input records processed
 	setUp     atomic.Bool  // setup done: partition counts known
+	// Size limits (limits.go): the topics the view writes, and whether Kafka refused a
+	// record for its size since the last batch that committed (loop goroutine only).
+	written     []string
+	sizeRefused bool
 }
 
 func newEngine(r *Runtime, v *View) *engine {
@@ -348,6 +352,9 @@ const clientIDPrefix = "tarn@"
 
 // session consumes with one client until ctx is cancelled or a failure needs a new client.
 func (e *engine) session(ctx context.Context) error {
+	if err := e.relearnLimits(ctx); err != nil {
+		return err
+	}
 	c, err := e.newConsumer()
 	if err != nil {
 		return fmt.Errorf("views: view %q: kafka client: %w", e.v.name, err)
@@ -462,6 +469,7 @@ func (e *engine) batch(ctx context.Context, c consumer, fs kgo.Fetches) error {
 	}
 	e.publish(touched)
 	e.sidesCommitted()
+	e.sizeRefused = false
 	e.recovered()
 	return nil
 }
@@ -618,8 +626,11 @@ func (e *engine) commit(ctx context.Context, c consumer) (bool, error) {
 		committed, err := c.sess.End(ctx, end)
 		switch {
 		case topic.IsTooLarge(perr):
-			// Whatever End says: the batch would fail again, so it is not redone.
-			return false, e.produceFailed(errors.Join(perr, err))
+			// Whatever End says, the refusal decides what happens next (produceFailed).
+			if err != nil {
+				e.log.Warn("views: end the transaction of a batch Kafka refused for size", "err", err)
+			}
+			return false, e.produceFailed(perr)
 		case err != nil:
 			return false, fmt.Errorf("%w: end transaction: %w", errRecreate, errors.Join(perr, err))
 		case perr != nil:
@@ -642,25 +653,6 @@ func (e *engine) commit(ctx context.Context, c consumer) (bool, error) {
 		e.commitAsync(ctx, c.cl)
 	}
 	return true, nil
-}
-
-// produceFailed is the error of a batch whose records Kafka did not all take. A record refused
-// for its size would be refused again on every retry: that stops the view with a message
-// that names the fix, rather than redoing the batch forever. Anything else may pass on a new
-// client.
-func (e *engine) produceFailed(err error) error {
-	if !topic.IsTooLarge(err) {
-		return fmt.Errorf("%w: %w", errRecreate, err)
-	}
-	return refusedForSize(e.v.name, e.rt.cfg.MaxRecordBytes, err)
-}
-
-// refusedForSize is the permanent error of a record Kafka refused for its size.
-func refusedForSize(view Name, maxRecord int32, err error) error {
-	return fmt.Errorf("views: view %q: Kafka refused a record as too large that is within the limit tarn read for its topic at start "+
-		"(was the topic's max.message.bytes lowered since?): %w; raise it (kafka-configs --alter --entity-type topics --entity-name <topic> "+
-		"--add-config max.message.bytes=%d), or restart: tarn then reads the lower limit and dead-letters records above it",
-		view, err, topic.MaxMessageBytes(maxRecord))
 }
 
 // waitProduced sends the batch's changelog records and waits for every acknowledgement: of

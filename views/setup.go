@@ -153,6 +153,7 @@ func (e *engine) createTopics(ctx context.Context, adm *kadm.Client) error {
 		return err
 	}
 	// Topics that existed keep their max.message.bytes; writes above it are dead-lettered.
+	e.written = created
 	if err := e.env.limits.Check(ctx, adm, e.log, created...); err != nil {
 		return fmt.Errorf("views: view %q: %w", e.v.name, err)
 	}

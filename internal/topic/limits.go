@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"strconv"
+	"sync"
+	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -61,17 +64,27 @@ func ValidateMaxRecordBytes(n int32) error {
 // Limits is the largest record each topic a component writes takes: the configured maximum,
 // or less where an existing topic's max.message.bytes is smaller. Records above their topic's
 // limit are dead-lettered before they are produced, never sent to be refused and retried.
-// Fill it with [Limits.Check] before the component produces; it is read-only afterwards and
-// then safe for concurrent use. A nil *Limits has no limits.
+// Fill it with [Limits.Check] before the component produces; Check may run again later (after
+// Kafka refused a record for its size) while others read. It is safe for concurrent use: a
+// Check publishes a new snapshot, so reads on hot paths take no lock. A nil *Limits has no
+// limits.
 type Limits struct {
-	max    int32
+	max  int32
+	snap atomic.Pointer[limitSnap]
+	mu   sync.Mutex // serialises Checks
+}
+
+// limitSnap is what one Check learned; never changed once published.
+type limitSnap struct {
 	min    int
 	topics map[string]int32 // max.message.bytes of topics below MaxMessageBytes(max)
 }
 
 // NewLimits returns the limits of a component configured with maxRecord.
 func NewLimits(maxRecord int32) *Limits {
-	return &Limits{max: maxRecord, min: int(maxRecord), topics: map[string]int32{}}
+	l := &Limits{max: maxRecord}
+	l.snap.Store(&limitSnap{min: int(maxRecord), topics: map[string]int32{}})
+	return l
 }
 
 // Max is the configured maximum.
@@ -88,7 +101,7 @@ func (l *Limits) Min() int {
 	if l == nil {
 		return math.MaxInt
 	}
-	return l.min
+	return l.snap.Load().min
 }
 
 // Of is the largest RecordSize topic t takes.
@@ -96,7 +109,7 @@ func (l *Limits) Of(t string) int {
 	if l == nil {
 		return math.MaxInt
 	}
-	if m, ok := l.topics[t]; ok {
+	if m, ok := l.snap.Load().topics[t]; ok {
 		return int(max(m-framing, 0))
 	}
 	return int(l.max)
@@ -108,7 +121,7 @@ func (l *Limits) BatchBytes(t string) int32 {
 	if l == nil {
 		return MaxMessageBytes(DefaultMaxRecordBytes)
 	}
-	if m, ok := l.topics[t]; ok {
+	if m, ok := l.snap.Load().topics[t]; ok {
 		return max(m, 512) // franz-go's floor
 	}
 	return MaxMessageBytes(l.max)
@@ -119,6 +132,7 @@ func (l *Limits) BatchBytes(t string) int32 {
 // MaxMessageBytes(max), with a warning on log that names the topic and the command that
 // raises its limit. tarn starts anyway: records up to the smaller limit pass and larger ones
 // go to the dead-letter topic, which beats refusing to serve every view over one old topic.
+// A limit once learned is only ever lowered, by a later Check.
 func (l *Limits) Check(ctx context.Context, adm *kadm.Client, log *slog.Logger, names ...string) error {
 	if len(names) == 0 {
 		return nil
@@ -127,26 +141,34 @@ func (l *Limits) Check(ctx context.Context, adm *kadm.Client, log *slog.Logger, 
 	if err != nil {
 		return fmt.Errorf("topic: describe configs of %v: %w", names, err)
 	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	old := l.snap.Load()
+	next := &limitSnap{min: old.min, topics: maps.Clone(old.topics)}
 	want := MaxMessageBytes(l.max)
 	for _, rc := range rcs {
 		if rc.Err != nil {
 			return fmt.Errorf("topic: describe configs of %s: %w", rc.Name, rc.Err)
 		}
 		for _, c := range rc.Configs {
-			if c.Key != "max.message.bytes" || c.Value == nil {
+			if c.Key != MaxMessageBytesKey || c.Value == nil {
 				continue
 			}
 			got, err := strconv.ParseInt(*c.Value, 10, 32)
 			if err != nil || int32(got) >= want {
 				break
 			}
-			l.topics[rc.Name] = int32(got)
-			l.min = min(l.min, l.Of(rc.Name))
+			if known, ok := next.topics[rc.Name]; ok && known <= int32(got) {
+				break
+			}
+			next.topics[rc.Name] = int32(got)
+			next.min = min(next.min, int(max(int32(got)-framing, 0)))
 			log.Warn("topic: existing topic takes smaller records than the configured maximum; larger records go to the dead-letter topic",
 				"topic", rc.Name, "max_message_bytes", got, "max_record_bytes", l.max,
 				"fix", fmt.Sprintf("kafka-configs --bootstrap-server <broker> --alter --entity-type topics --entity-name %s --add-config max.message.bytes=%d", rc.Name, want))
 		}
 	}
+	l.snap.Store(next)
 	return nil
 }
 
