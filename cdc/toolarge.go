@@ -17,10 +17,6 @@ import (
 // record above the known limit never gets here: it is dead-lettered. Use errors.Is.
 var ErrRecordTooLarge = errors.New("cdc: Kafka refused a record as too large")
 
-// reasonTooLarge is the dead-letter reason of row changes above their topic's size limit, as
-// the views runtime names its own.
-const reasonTooLarge = "too-large"
-
 // tooLarge turns a row change above its table topic's size limit into a dead letter, so that
 // the source goes on instead of failing on it (and on every retry) for ever. The dead letter
 // has the row's key and CDC headers, its size and the limit, but no value. The table topic
@@ -55,7 +51,7 @@ func (d *tooLarge) check(r *kgo.Record) *kgo.Record {
 	detail := fmt.Sprintf("row change of %s (LSN %s) is %d bytes, above the limit of %d bytes of topic %s (MaxRecordBytes, or the topic's max.message.bytes)",
 		table, lsn, size, limit, r.Topic)
 	hs := append(slices.Clone(r.Headers),
-		kgo.RecordHeader{Key: "tarn.reason", Value: []byte(reasonTooLarge)},
+		kgo.RecordHeader{Key: "tarn.reason", Value: []byte(topic.ReasonTooLarge)},
 		kgo.RecordHeader{Key: "tarn.detail", Value: []byte(detail)},
 		kgo.RecordHeader{Key: "tarn.source", Value: []byte("cdc")},
 		kgo.RecordHeader{Key: "tarn.table", Value: []byte(table)},
@@ -63,7 +59,7 @@ func (d *tooLarge) check(r *kgo.Record) *kgo.Record {
 		kgo.RecordHeader{Key: "tarn.size", Value: []byte(strconv.Itoa(size))},
 		kgo.RecordHeader{Key: "tarn.limit", Value: []byte(strconv.Itoa(limit))},
 	)
-	d.counter.WithLabelValues(table, reasonTooLarge).Inc()
+	d.counter.WithLabelValues(table, topic.ReasonTooLarge).Inc()
 	d.log.Warn("cdc: row change above the size limit sent to the dead-letter topic; views keep the row's previous value",
 		"table", table, "key", string(key), "bytes", size, "limit", limit, "lsn", string(lsn), "dlq", d.dlq)
 	return &kgo.Record{Topic: d.dlq, Partition: r.Partition % d.dlqParts, Key: key, Headers: hs}

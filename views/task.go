@@ -218,7 +218,7 @@ func (t *task) fits(step, target string, key []byte, size int) bool {
 	}
 	detail := fmt.Sprintf("a record of %d bytes for topic %s is above its limit of %d bytes (MaxRecordBytes, or the topic's max.message.bytes)",
 		size, target, limit)
-	rec := t.deadLetterRecord(step, reasonTooLarge, detail, key, nil,
+	rec := t.deadLetterRecord(step, topic.ReasonTooLarge, detail, key, nil,
 		kgo.RecordHeader{Key: "tarn.size", Value: []byte(strconv.Itoa(size))},
 		kgo.RecordHeader{Key: "tarn.limit", Value: []byte(strconv.Itoa(limit))},
 		kgo.RecordHeader{Key: "tarn.target", Value: []byte(target)},
@@ -227,12 +227,9 @@ func (t *task) fits(step, target string, key []byte, size int) bool {
 		rec.Timestamp = t.cur.Timestamp
 	}
 	t.out.produce(rec)
-	t.env.metrics.deadLetter(string(t.env.view.name), reasonTooLarge)
+	t.env.metrics.deadLetter(string(t.env.view.name), topic.ReasonTooLarge)
 	return false
 }
-
-// reasonTooLarge is the dead-letter reason of records above their topic's size limit.
-const reasonTooLarge = "too-large"
 
 // watermarks tracks event time per input topic-partition of a task.
 type watermarks struct {

@@ -47,6 +47,10 @@ func RecordSize(r *kgo.Record) int {
 	return n
 }
 
+// ReasonTooLarge is the tarn.reason header of the dead letters of records above their topic's
+// limit, whichever component wrote them.
+const ReasonTooLarge = "too-large"
+
 // IsTooLarge reports whether err is Kafka refusing a record (or its batch) for its size:
 // permanent for that record, so it must not be retried as it is.
 func IsTooLarge(err error) bool {
