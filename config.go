@@ -11,26 +11,29 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/tarnhq/tarn/internal/topic"
 )
 
 // Config is every setting of a tarn process. Each can be given as a flag (--kafka), an
 // environment variable (TARN_KAFKA) or a key of the YAML config file named by --config
 // (kafka: ...); a flag beats the environment, which beats the file, which beats the default.
 type Config struct {
-	App         string        // application id: prefix of topics and consumer groups (default "tarn")
-	Kafka       []string      // seed brokers; empty in `tarn demo` means an in-process broker
-	Postgres    string        // Postgres URL for CDC-fed views and lookups
-	DataDir     string        // local stores (default "./tarn-data")
-	HTTP        string        // listen address of the HTTP API (default "127.0.0.1:8080")
-	Advertise   string        // base URL other instances use to reach this one (default from HTTP)
-	ExactlyOnce bool          // Kafka transactions for every effect (default off: at-least-once)
-	Partitions  int           // partitions of topics tarn creates (default 3)
-	Memory      string        // memory for stores, e.g. "512MiB" (default a quarter of the machine's)
-	TokenFile   string        // file holding the bearer token the HTTP API requires (default none)
-	LogLevel    string        // debug, info, warn or error (default info)
-	Shutdown    time.Duration // how long a graceful stop may take (default 30s)
-	InstanceID  string        // stable id of this instance in the app's groups (default: kept in the data folder)
-	Session     time.Duration // how long the group waits for a silent instance (default 10s)
+	App            string        // application id: prefix of topics and consumer groups (default "tarn")
+	Kafka          []string      // seed brokers; empty in `tarn demo` means an in-process broker
+	Postgres       string        // Postgres URL for CDC-fed views and lookups
+	DataDir        string        // local stores (default "./tarn-data")
+	HTTP           string        // listen address of the HTTP API (default "127.0.0.1:8080")
+	Advertise      string        // base URL other instances use to reach this one (default from HTTP)
+	ExactlyOnce    bool          // Kafka transactions for every effect (default off: at-least-once)
+	Partitions     int           // partitions of topics tarn creates (default 3)
+	Memory         string        // memory for stores, e.g. "512MiB" (default a quarter of the machine's)
+	MaxRecordBytes string        // largest record tarn writes, 1MiB to 64MiB (default "16MiB"); larger ones are dead-lettered
+	TokenFile      string        // file holding the bearer token the HTTP API requires (default none)
+	LogLevel       string        // debug, info, warn or error (default info)
+	Shutdown       time.Duration // how long a graceful stop may take (default 30s)
+	InstanceID     string        // stable id of this instance in the app's groups (default: kept in the data folder)
+	Session        time.Duration // how long the group waits for a silent instance (default 10s)
 }
 
 // setting describes one Config field for flags, environment and file alike.
@@ -67,6 +70,9 @@ var settings = []setting{
 	}},
 	{"memory", "memory for local stores, e.g. 512MiB (default a quarter of the machine's)", func(fs *flag.FlagSet, c *Config) {
 		fs.StringVar(&c.Memory, "memory", "", "")
+	}},
+	{"max-record-bytes", "largest record (row, view value) tarn writes to a topic, 1MiB to 64MiB; larger ones go to the dead-letter topic", func(fs *flag.FlagSet, c *Config) {
+		fs.StringVar(&c.MaxRecordBytes, "max-record-bytes", "16MiB", "")
 	}},
 	{"token-file", "file holding the bearer token the HTTP API requires", func(fs *flag.FlagSet, c *Config) {
 		fs.StringVar(&c.TokenFile, "token-file", "", "")
@@ -194,6 +200,9 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("memory %q: %w", c.Memory, err))
 		}
 	}
+	if _, err := c.maxRecordBytes(); err != nil {
+		errs = append(errs, fmt.Errorf("max-record-bytes %q: %w", c.MaxRecordBytes, err))
+	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:
@@ -209,6 +218,21 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("shutdown-timeout %s: must be positive", c.Shutdown))
 	}
 	return errors.Join(errs...)
+}
+
+// maxRecordBytes is MaxRecordBytes in bytes; "" is the default.
+func (c *Config) maxRecordBytes() (int32, error) {
+	if c.MaxRecordBytes == "" {
+		return topic.DefaultMaxRecordBytes, nil
+	}
+	n, err := parseBytes(c.MaxRecordBytes)
+	if err != nil {
+		return 0, err
+	}
+	if n < topic.MinRecordBytes || n > topic.MaxRecordBytes {
+		return 0, errors.New("want a size from 1MiB to 64MiB")
+	}
+	return int32(n), nil
 }
 
 // parseBytes reads sizes such as 512MiB, 2GiB, 64MB or a plain number of bytes.

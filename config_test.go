@@ -41,6 +41,8 @@ func TestConfigErrorsNameTheSetting(t *testing.T) {
 		{[]string{"--partitions", "0", "--log-level", "loud", "--memory", "lots"}, nil,
 			[]string{"partitions 0", `log-level "loud"`, `memory "lots"`}},
 		{[]string{"--no-such-flag"}, nil, []string{"no-such-flag"}},
+		{[]string{"--max-record-bytes", "128MiB"}, nil, []string{`max-record-bytes "128MiB"`, "1MiB to 64MiB"}},
+		{nil, []string{"TARN_MAX_RECORD_BYTES=lots"}, []string{`max-record-bytes "lots"`}},
 	} {
 		_, _, err := loadConfig("serve", tc.args, tc.env)
 		if err == nil {
@@ -63,6 +65,25 @@ func TestParseBytes(t *testing.T) {
 	for _, bad := range []string{"", "-1MiB", "MiB", "1.5GiB"} {
 		if _, err := parseBytes(bad); err == nil {
 			t.Errorf("parseBytes(%q) = nil error", bad)
+		}
+	}
+}
+
+func TestMaxRecordBytes(t *testing.T) {
+	for _, tc := range []struct {
+		args, env []string
+		want      int32
+	}{
+		{nil, nil, 16 << 20},
+		{[]string{"--max-record-bytes", "32MiB"}, nil, 32 << 20},
+		{nil, []string{"TARN_MAX_RECORD_BYTES=2MiB"}, 2 << 20},
+	} {
+		c, _, err := loadConfig("serve", tc.args, tc.env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := c.maxRecordBytes(); got != tc.want {
+			t.Errorf("%v %v: max record bytes %d, want %d", tc.args, tc.env, got, tc.want)
 		}
 	}
 }

@@ -73,9 +73,10 @@ func runInstance(ctx context.Context, p Program, cfg Config, log *slog.Logger, r
 		ln.Close()
 		return err
 	}
+	maxRecord, _ := cfg.maxRecordBytes() // Validate checked it
 	rt, err := views.NewRuntime(views.Config{App: cfg.App, Brokers: cfg.Kafka, State: db, Views: p.Views,
 		ExactlyOnce: cfg.ExactlyOnce, AdvertiseAddr: advertise, InstanceID: instance, SessionTimeout: cfg.Session,
-		Logger: log, Registerer: reg})
+		MaxRecordBytes: maxRecord, Logger: log, Registerer: reg})
 	if err != nil {
 		ln.Close()
 		return err
@@ -85,7 +86,7 @@ func runInstance(ctx context.Context, p Program, cfg Config, log *slog.Logger, r
 	if len(p.CDCTables) > 0 && cfg.Postgres != "" {
 		src, err = cdc.New(cdc.Config{PostgresURL: cfg.Postgres, App: cfg.App, Tables: p.CDCTables,
 			Partitions: int32(cfg.Partitions), Brokers: cfg.Kafka, Transactional: cfg.ExactlyOnce,
-			Dir: filepath.Join(cfg.DataDir, "cdc"), Logger: log, Registerer: reg})
+			Dir: filepath.Join(cfg.DataDir, "cdc"), MaxRecordBytes: maxRecord, Logger: log, Registerer: reg})
 		if err != nil {
 			ln.Close()
 			return err

@@ -68,8 +68,14 @@ type Config struct {
 	// publication still moves the slot and lets the server recycle WAL; it also samples the
 	// slot's lag. Default: 10s.
 	HeartbeatInterval time.Duration
-	// MaxRecordBytes is the largest record (one row) the source writes; table topics are
-	// created with max.message.bytes set to it. Default: 16 MiB.
+	// MaxRecordBytes is the largest record (one row change: key, value and headers) the
+	// source writes. Table and dead-letter topics are created with a max.message.bytes to
+	// match, and the producer's batches and the consumers' fetches are sized for it; an
+	// existing topic with a smaller limit is named in a warning at start and keeps its
+	// limit. A row change above its topic's limit goes to the dead-letter topic
+	// (<App>.dlq) with its key, CDC headers, size and limit but no value, is counted in
+	// tarn_cdc_dead_letters_total, and the source goes on: views keep the row's previous
+	// value. Default: 16 MiB; at least 1 MiB, at most 64 MiB.
 	MaxRecordBytes int32
 	// ResnapshotOnInvalidSlot makes the source drop an invalidated or missing slot and start
 	// over with a fresh snapshot (preceded by truncate markers) instead of failing with
@@ -123,7 +129,7 @@ func (c *Config) setDefaults() {
 		c.HeartbeatInterval = 10 * time.Second
 	}
 	if c.MaxRecordBytes == 0 {
-		c.MaxRecordBytes = 16 << 20
+		c.MaxRecordBytes = topic.DefaultMaxRecordBytes
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -184,8 +190,8 @@ func (c *Config) Validate() error {
 	if c.StatusInterval < 0 || c.HeartbeatInterval < 0 || c.BatchInterval < 0 || c.BatchRecords < 0 || c.SnapshotChunkRows < 0 {
 		bad("intervals and sizes must not be negative")
 	}
-	if c.MaxRecordBytes < 1<<20 {
-		bad("MaxRecordBytes is %d; it must be at least 1 MiB", c.MaxRecordBytes)
+	if err := topic.ValidateMaxRecordBytes(c.MaxRecordBytes); err != nil {
+		bad("%v", err)
 	}
 	return errors.Join(errs...)
 }

@@ -51,6 +51,20 @@
 // records whose [Position] is not after the last one applied on that partition sees each
 // change once. Either way nothing is lost.
 //
+// # Large rows
+//
+// A row change up to [Config].MaxRecordBytes (16 MiB by default, key, value and headers)
+// goes to its table topic like any other: the source creates its topics with a
+// max.message.bytes to match and sizes its producer batches and fetches for it. A larger one
+// (or one above the smaller max.message.bytes of a table topic that already existed, which
+// start-up names in a warning) is not written there, because Kafka would refuse it on every
+// retry and the source would stall: it goes to the application's dead-letter topic
+// (topic.DLQ) with its key, its CDC headers, "tarn.reason: too-large", its size and the
+// limit, without its value; tarn_cdc_dead_letters_total counts it, a warning names table,
+// key and size, and the source goes on. Views then keep the row's previous value (or lack
+// the row) until a later change of it fits. Kafka refusing a record for its size anyway (a
+// limit lowered while running) stops the source with [ErrRecordTooLarge] and the fix.
+//
 // # Invariants
 //
 //   - The slot's confirmed flush LSN is only ever the position durable in Kafka (write, flush

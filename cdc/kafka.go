@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
+	"github.com/tarnhq/tarn/internal/topic"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -27,8 +27,10 @@ type position struct {
 	Timeline int32  `json:"timeline"`
 }
 
+// kafkaOpts are the options of every client of the source: consumers sized for records up to
+// MaxRecordBytes (the row state is rebuilt from the table topics), then KafkaOptions.
 func (c *Config) kafkaOpts() []kgo.Opt {
-	opts := []kgo.Opt{}
+	opts := topic.FetchOpts(c.MaxRecordBytes)
 	if len(c.Brokers) > 0 {
 		opts = append(opts, kgo.SeedBrokers(c.Brokers...))
 	}
@@ -36,12 +38,18 @@ func (c *Config) kafkaOpts() []kgo.Opt {
 }
 
 // newProducer makes the client that writes table topics. Partitions are set on each record by
-// partition.For, so the manual partitioner is used.
-func newProducer(c *Config) (*kgo.Client, error) {
+// partition.For, so the manual partitioner is used. Batches are bounded per topic by limits,
+// which ensureTopics fills before anything is produced: a batch above a topic's
+// max.message.bytes would fail every record in it. The bytes buffered are bounded too (to
+// eight records of the maximum; small rows never reach it): a snapshot of large rows reads
+// Postgres faster than Kafka acknowledges, and 50000 buffered rows of megabytes each would
+// not fit in memory.
+func newProducer(c *Config, limits *topic.Limits) (*kgo.Client, error) {
 	opts := append(c.kafkaOpts(),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.ProducerBatchMaxBytes(c.MaxRecordBytes),
+		kgo.ProducerBatchMaxBytesFn(limits.BatchBytes),
 		kgo.MaxBufferedRecords(50000),
+		kgo.MaxBufferedBytes(8*int(topic.MaxMessageBytes(c.MaxRecordBytes))),
 		kgo.ProducerLinger(0),
 	)
 	if c.Transactional {
@@ -54,12 +62,16 @@ func newProducer(c *Config) (*kgo.Client, error) {
 	return cl, nil
 }
 
-// ensureTopics creates the table topics and the position topic, compacted, and checks the
-// partition count of those that exist.
-func ensureTopics(ctx context.Context, adm *kadm.Client, c *Config, tables []*table, posTopic string) error {
+// ensureTopics creates the table topics and the position topic, compacted, and the
+// dead-letter topic, and checks the partition count of those that exist (but the
+// dead-letter topic's, which the views runtime may have created: its count is returned). It
+// then reads the size limits of the table and dead-letter topics into limits.
+func ensureTopics(ctx context.Context, adm *kadm.Client, c *Config, tables []*table, posTopic string, limits *topic.Limits) (int32, error) {
 	want := map[string]int32{posTopic: 1}
+	var written []string
 	for _, t := range tables {
 		want[t.topic] = t.partitions
+		written = append(written, t.topic)
 	}
 	names := make([]string, 0, len(want))
 	for n := range want {
@@ -67,26 +79,63 @@ func ensureTopics(ctx context.Context, adm *kadm.Client, c *Config, tables []*ta
 	}
 	details, err := adm.ListTopics(ctx, names...)
 	if err != nil {
-		return fmt.Errorf("cdc: list topics: %w", err)
+		return 0, fmt.Errorf("cdc: list topics: %w", err)
 	}
-	maxBytes := strconv.Itoa(int(c.MaxRecordBytes))
-	configs := map[string]*string{"cleanup.policy": new("compact"), "max.message.bytes": &maxBytes}
+	configs := map[string]*string{"cleanup.policy": new("compact"), topic.MaxMessageBytesKey: topic.MaxMessageBytesValue(c.MaxRecordBytes)}
 	for _, name := range names {
 		if d, ok := details[name]; ok && d.Err == nil {
 			if got := int32(len(d.Partitions)); got != want[name] {
-				return fmt.Errorf("%w: topic %s has %d partitions, configured %d; recreate the topic or change Partitions", ErrPartitions, name, got, want[name])
+				return 0, fmt.Errorf("%w: topic %s has %d partitions, configured %d; recreate the topic or change Partitions", ErrPartitions, name, got, want[name])
 			}
 			continue
 		}
-		resp, err := adm.CreateTopic(ctx, want[name], c.ReplicationFactor, configs, name)
-		if err == nil {
-			err = resp.Err
-		}
-		if err != nil && !isTopicExists(err) {
-			return fmt.Errorf("cdc: create topic %s: %w", name, err)
+		if err := createTopic(ctx, adm, want[name], c.ReplicationFactor, configs, name); err != nil {
+			return 0, err
 		}
 	}
+	dlq := topic.DLQ(c.App)
+	dlqParts, err := ensureDLQ(ctx, adm, c, dlq)
+	if err != nil {
+		return 0, err
+	}
+	if err := limits.Check(ctx, adm, c.Logger, append(written, dlq)...); err != nil {
+		return 0, fmt.Errorf("cdc: %w", err)
+	}
+	return dlqParts, nil
+}
+
+func createTopic(ctx context.Context, adm *kadm.Client, partitions int32, rf int16, configs map[string]*string, name string) error {
+	resp, err := adm.CreateTopic(ctx, partitions, rf, configs, name)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil && !isTopicExists(err) {
+		return fmt.Errorf("cdc: create topic %s: %w", name, err)
+	}
 	return nil
+}
+
+// ensureDLQ creates the application's dead-letter topic unless it exists, and returns its
+// partition count (a topic created a moment ago may take a moment to show its partitions).
+func ensureDLQ(ctx context.Context, adm *kadm.Client, c *Config, name string) (int32, error) {
+	configs := map[string]*string{topic.MaxMessageBytesKey: topic.MaxMessageBytesValue(c.MaxRecordBytes)}
+	if err := createTopic(ctx, adm, c.Partitions, c.ReplicationFactor, configs, name); err != nil {
+		return 0, err
+	}
+	for {
+		details, err := adm.ListTopics(ctx, name)
+		if err != nil {
+			return 0, fmt.Errorf("cdc: describe topic %s: %w", name, err)
+		}
+		if n := len(details[name].Partitions); n > 0 {
+			return int32(n), nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // isTopicExists: another instance (or a previous attempt) created the topic meanwhile.
@@ -101,19 +150,20 @@ type sink struct {
 	slot     string
 	open     bool
 	records  int
+	tooLarge tooLarge
 	mu       struct {
 		sync.Mutex
 		err error
 	}
 }
 
-func (s *sink) promise(_ *kgo.Record, err error) {
+func (s *sink) promise(r *kgo.Record, err error) {
 	if err == nil {
 		return
 	}
 	s.mu.Lock()
 	if s.mu.err == nil {
-		s.mu.err = err
+		s.mu.err = fmt.Errorf("record of %d bytes for %s: %w", topic.RecordSize(r), r.Topic, err)
 	}
 	s.mu.Unlock()
 }
@@ -142,12 +192,27 @@ func (s *sink) add(ctx context.Context, r *kgo.Record) error {
 	if err := s.begin(); err != nil {
 		return err
 	}
+	if dl := s.tooLarge.check(r); dl != nil {
+		r = dl
+	}
 	s.records++
 	s.cl.Produce(ctx, r, s.promise)
 	if err := s.failed(); err != nil {
-		return fmt.Errorf("cdc: produce to %s: %w", r.Topic, err)
+		return s.refusal(fmt.Errorf("cdc: produce to %s: %w", r.Topic, err))
 	}
 	return nil
+}
+
+// refusal is err, a record Kafka did not take; a refusal for its size would be repeated on
+// every retry, so it becomes ErrRecordTooLarge with the fix.
+func (s *sink) refusal(err error) error {
+	if !topic.IsTooLarge(err) {
+		return err
+	}
+	want := topic.MaxMessageBytes(s.tooLarge.max)
+	return fmt.Errorf("%w: %w; was the topic's max.message.bytes lowered since the source started? raise it to %d "+
+		"(kafka-configs --alter --entity-type topics --entity-name <topic> --add-config max.message.bytes=%d), "+
+		"or restart the source, which then dead-letters larger rows", ErrRecordTooLarge, err, want, want)
 }
 
 // commit makes the open batch durable, with pos when it is not nil. Only after commit returns
@@ -199,7 +264,7 @@ func (s *sink) flush(ctx context.Context) error {
 		return fmt.Errorf("cdc: flush to Kafka: %w", err)
 	}
 	if err := s.failed(); err != nil {
-		return fmt.Errorf("cdc: Kafka refused a record: %w", err)
+		return s.refusal(fmt.Errorf("cdc: Kafka refused a record: %w", err))
 	}
 	return nil
 }

@@ -19,6 +19,7 @@ type metrics struct {
 	rowStateBuild prometheus.Counter
 	up            prometheus.Gauge
 	errors        *prometheus.CounterVec // kind
+	deadLetters   *prometheus.CounterVec // table, reason
 }
 
 func newMetrics(reg prometheus.Registerer, slot string) (*metrics, error) {
@@ -39,8 +40,10 @@ func newMetrics(reg prometheus.Registerer, slot string) (*metrics, error) {
 		up:            prometheus.NewGauge(prometheus.GaugeOpts(opts("source_up", "1 while this instance streams the source's changes, else 0 (failing, retrying, standing by)."))),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts(opts("errors_total",
 			"Runs of the source that ended in an error, by kind: permanent (needs an operator), transient (retried), slot_busy (another connection holds the slot).")), []string{"kind"}),
+		deadLetters: prometheus.NewCounterVec(prometheus.CounterOpts(opts("dead_letters_total",
+			"Row changes sent to the dead-letter topic instead of their table topic, by table and reason (too-large).")), []string{"table", "reason"}),
 	}
-	for _, c := range []prometheus.Collector{m.snapshotRows, m.changes, m.batches, m.batchSeconds, m.slotLag, m.confirmedLSN, m.heartbeats, m.rowStateBuild, m.up, m.errors} {
+	for _, c := range []prometheus.Collector{m.snapshotRows, m.changes, m.batches, m.batchSeconds, m.slotLag, m.confirmedLSN, m.heartbeats, m.rowStateBuild, m.up, m.errors, m.deadLetters} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {

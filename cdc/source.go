@@ -175,14 +175,17 @@ func (r *runner) openPostgres(ctx context.Context) error {
 
 func (r *runner) openKafka(ctx context.Context) error {
 	var err error
-	if r.producer, err = newProducer(r.cfg); err != nil {
+	limits := topic.NewLimits(r.cfg.MaxRecordBytes)
+	if r.producer, err = newProducer(r.cfg, limits); err != nil {
 		return err
 	}
 	posTopic := topic.CDCPosition(r.cfg.App, r.cfg.Slot)
-	if err := ensureTopics(ctx, kadm.NewClient(r.producer), r.cfg, r.tables, posTopic); err != nil {
+	dlqParts, err := ensureTopics(ctx, kadm.NewClient(r.producer), r.cfg, r.tables, posTopic, limits)
+	if err != nil {
 		return err
 	}
-	r.sink = &sink{cl: r.producer, txn: r.cfg.Transactional, posTopic: posTopic, slot: r.cfg.Slot}
+	r.sink = &sink{cl: r.producer, txn: r.cfg.Transactional, posTopic: posTopic, slot: r.cfg.Slot,
+		tooLarge: r.tooLarge(limits, dlqParts)}
 	return nil
 }
 

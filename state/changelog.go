@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	tarntopic "github.com/tarnhq/tarn/internal/topic"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -15,13 +16,19 @@ import (
 // latest value of keys that are not rewritten, and restore would silently miss them.
 const changelogPolicy = "compact"
 
-// EnsureChangelog creates a store's changelog topic with the store's partition count and
-// cleanup.policy=compact, or, if it exists, checks both and fails with ErrChangelogMismatch
-// naming the topic, what is wanted and what was found. replicationFactor -1 uses the broker's
-// default.
-func EnsureChangelog(ctx context.Context, adm *kadm.Client, topic string, partitions int32, replicationFactor int16) error {
+// EnsureChangelog creates a store's changelog topic with the store's partition count,
+// cleanup.policy=compact and a max.message.bytes that takes values of up to maxRecordBytes
+// (0: 16 MiB), or, if it exists, checks partitions and policy and fails with
+// ErrChangelogMismatch naming the topic, what is wanted and what was found. An existing
+// topic's max.message.bytes is not changed here: the caller learns it (topic.Limits) and
+// refuses larger writes. replicationFactor -1 uses the broker's default.
+func EnsureChangelog(ctx context.Context, adm *kadm.Client, topic string, partitions int32, replicationFactor int16, maxRecordBytes int32) error {
+	if maxRecordBytes == 0 {
+		maxRecordBytes = tarntopic.DefaultMaxRecordBytes
+	}
 	policy := changelogPolicy
-	resp, err := adm.CreateTopic(ctx, partitions, replicationFactor, map[string]*string{"cleanup.policy": &policy}, topic)
+	configs := map[string]*string{"cleanup.policy": &policy, tarntopic.MaxMessageBytesKey: tarntopic.MaxMessageBytesValue(maxRecordBytes)}
+	resp, err := adm.CreateTopic(ctx, partitions, replicationFactor, configs, topic)
 	if err == nil {
 		err = resp.Err
 	}

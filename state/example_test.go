@@ -32,7 +32,7 @@ func Example() {
 	}
 	defer db.Close()
 	id := state.ID{App: "shop", View: "orders_per_user", Version: 1, Store: "counts", Partition: 0}
-	if err := state.EnsureChangelog(ctx, kadm.NewClient(cl), id.Topic(), 1, -1); err != nil {
+	if err := state.EnsureChangelog(ctx, kadm.NewClient(cl), id.Topic(), 1, -1, 0); err != nil {
 		fmt.Println(err)
 		return
 	}

@@ -31,7 +31,7 @@ func newID(t testing.TB, store string, partition int32) state.ID {
 func ensure(t testing.TB, brokers []string, id state.ID, partitions int32) {
 	t.Helper()
 	cl := statetest.Client(t, brokers)
-	if err := state.EnsureChangelog(context.Background(), kadm.NewClient(cl), id.Topic(), partitions, -1); err != nil {
+	if err := state.EnsureChangelog(context.Background(), kadm.NewClient(cl), id.Topic(), partitions, -1, 0); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -264,13 +264,13 @@ func TestEnsureChangelog(t *testing.T) {
 	ctx := context.Background()
 	adm := kadm.NewClient(statetest.Client(t, brokers))
 	id := newID(t, "kv", 0)
-	if err := state.EnsureChangelog(ctx, adm, id.Topic(), 2, -1); err != nil {
+	if err := state.EnsureChangelog(ctx, adm, id.Topic(), 2, -1, 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := state.EnsureChangelog(ctx, adm, id.Topic(), 2, -1); err != nil {
+	if err := state.EnsureChangelog(ctx, adm, id.Topic(), 2, -1, 0); err != nil {
 		t.Fatalf("ensuring an existing, matching changelog: %v", err)
 	}
-	err := state.EnsureChangelog(ctx, adm, id.Topic(), 4, -1)
+	err := state.EnsureChangelog(ctx, adm, id.Topic(), 4, -1, 0)
 	if !errors.Is(err, state.ErrChangelogMismatch) || !strings.Contains(err.Error(), "want 4 partitions, got 2") || !strings.Contains(err.Error(), id.Topic()) {
 		t.Fatalf("wrong partition count: %v", err)
 	}
@@ -280,7 +280,7 @@ func TestEnsureChangelog(t *testing.T) {
 	if _, err := adm.CreateTopic(ctx, 2, -1, map[string]*string{"cleanup.policy": &del}, other); err != nil {
 		t.Fatal(err)
 	}
-	err = state.EnsureChangelog(ctx, adm, other, 2, -1)
+	err = state.EnsureChangelog(ctx, adm, other, 2, -1, 0)
 	if !errors.Is(err, state.ErrChangelogMismatch) || !strings.Contains(err.Error(), `want cleanup.policy=compact, got "delete"`) {
 		t.Fatalf("wrong policy: %v", err)
 	}

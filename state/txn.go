@@ -255,7 +255,7 @@ func (t *Txn) send(ctx context.Context, cl *kgo.Client) error {
 				defer mu.Unlock()
 				switch {
 				case err != nil:
-					errs = append(errs, err)
+					errs = append(errs, fmt.Errorf("%s: %w", r.Topic, err))
 				case r.Partition != tp.p.id.Partition:
 					errs = append(errs, fmt.Errorf("%w: record for %s went to partition %d", ErrPartitioner, tp.p.id, r.Partition))
 				default:

@@ -115,6 +115,17 @@
 //     only after that, so no acknowledged input is lost and local state is never ahead of its
 //     changelog.
 //   - Undecodable and late records go to the dead-letter topic with a reason and are counted.
+//   - Size is not an error: a record up to [Config].MaxRecordBytes (16 MiB by default) fits
+//     every topic the runtime creates (each gets a max.message.bytes to match) and its
+//     clients' produce and fetch limits. An output, repartition record or store write above
+//     its topic's limit (that, or a smaller max.message.bytes an existing topic has, which
+//     start-up names in a warning) is never produced: the input record goes to the
+//     dead-letter topic with reason "too-large", its size and the limit and without its
+//     value, is counted, and the view goes on. A dead letter too large for its topic loses
+//     its value (header "tarn.value-bytes" gives the size). Kafka refusing a record for its
+//     size anyway (a topic's limit lowered while running) makes the runtime read the limits
+//     again and redo the batch, which then dead-letters it; refused once more, the view stops
+//     with the fix in the message: nothing retries it for ever.
 //   - A [CoTable] partition's store and the table offset it applied are written in the same
 //     batch, and a task joins its first record only after its copy reached the end the table
 //     topic had when the task started.

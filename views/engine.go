@@ -171,6 +171,10 @@ type engine struct {
 	serving   atomic.Bool
 	processed atomic.Int64 // input records processed
 	setUp     atomic.Bool  // setup done: partition counts known
+	// Size limits (limits.go): the topics the view writes, and whether Kafka refused a
+	// record for its size since the last batch that committed (loop goroutine only).
+	written     []string
+	sizeRefused bool
 }
 
 func newEngine(r *Runtime, v *View) *engine {
@@ -179,6 +183,7 @@ func newEngine(r *Runtime, v *View) *engine {
 		bySource: map[string]*sourceNode{}, subOf: map[string]*subtopology{}, pending: map[taskID]bool{},
 		wake: make(chan struct{}, 1)}
 	e.env = newEnv(r.cfg.App, v, r.cfg.Now, r.cfg.IdleTimeout, r.metrics)
+	e.env.limits = topic.NewLimits(r.cfg.MaxRecordBytes)
 	e.mu.tasks, e.mu.restoring, e.mu.lag = map[taskID]*runTask{}, map[taskID]bool{}, map[string]int64{}
 	for _, s := range v.subs {
 		for _, src := range s.sources {
@@ -355,6 +360,9 @@ const clientIDPrefix = "tarn@"
 
 // session consumes with one client until ctx is cancelled or a failure needs a new client.
 func (e *engine) session(ctx context.Context) error {
+	if err := e.relearnLimits(ctx); err != nil {
+		return err
+	}
 	c, err := e.newConsumer()
 	if err != nil {
 		return fmt.Errorf("views: view %q: kafka client: %w", e.v.name, err)
@@ -469,6 +477,7 @@ func (e *engine) batch(ctx context.Context, c consumer, fs kgo.Fetches) error {
 	}
 	e.publish(touched)
 	e.sidesCommitted()
+	e.sizeRefused = false
 	e.recovered()
 	return nil
 }
@@ -628,17 +637,23 @@ func (e *engine) commit(ctx context.Context, c consumer) (bool, error) {
 		}
 		committed, err := c.sess.End(ctx, end)
 		switch {
+		case topic.IsTooLarge(perr):
+			// Whatever End says, the refusal decides what happens next (produceFailed).
+			if err != nil {
+				e.log.Warn("views: end the transaction of a batch Kafka refused for size", "err", err)
+			}
+			return false, e.produceFailed(perr)
 		case err != nil:
 			return false, fmt.Errorf("%w: end transaction: %w", errRecreate, errors.Join(perr, err))
 		case perr != nil:
-			return false, fmt.Errorf("%w: %w", errRecreate, perr)
+			return false, e.produceFailed(perr)
 		case !committed:
 			e.rt.metrics.aborts.WithLabelValues(string(e.v.name)).Inc()
 			e.log.Info("views: transaction aborted (rebalance); redoing the batch")
 			return false, nil
 		}
 	} else if perr != nil {
-		return false, fmt.Errorf("%w: %w", errRecreate, perr)
+		return false, e.produceFailed(perr)
 	}
 	for _, w := range ws {
 		if err := w.txn.Apply(); err != nil {

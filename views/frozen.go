@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tarnhq/tarn/internal/topic"
 	"github.com/tarnhq/tarn/state"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -75,7 +76,8 @@ func (v *View) at(version int) *View {
 // creates nothing, because a frozen version only reads what it wrote while it was processing.
 func (e *engine) setupFrozen(ctx context.Context) error {
 	cfg := e.rt.cfg
-	e.base = append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner())}, cfg.ClientOpts...)
+	e.base = append(append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner())},
+		topic.FetchOpts(cfg.MaxRecordBytes)...), cfg.ClientOpts...)
 	cl, err := kgo.NewClient(e.base...)
 	if err != nil {
 		return fmt.Errorf("views: view %q: kafka client: %w", e.v.name, err)

@@ -21,7 +21,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"view"}),
 		deadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tarn_views_dead_letters_total",
-			Help: "Records sent to the dead-letter topic, by view and reason (decode, late, ...).",
+			Help: "Records sent to the dead-letter topic, by view and reason (decode, late, too-large, ...).",
 		}, []string{"view", "reason"}),
 		batches: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "tarn_views_batch_seconds", Help: "Time to process and commit one polled batch.",

@@ -98,6 +98,15 @@ type Config struct {
 	// TransactionTimeout is the Kafka transaction timeout in exactly-once mode: how long a
 	// crashed instance's open transaction blocks readers. Default 30s.
 	TransactionTimeout time.Duration
+	// MaxRecordBytes is the largest record (key, value and headers) the runtime writes to
+	// a changelog, repartition, output or dead-letter topic. The topics it creates get a
+	// max.message.bytes to match and its clients' produce and fetch limits are sized for it;
+	// an existing topic with a smaller limit is named in a warning at start and keeps its
+	// smaller limit. A record above its topic's limit is not produced: the input record
+	// that made it goes to the dead-letter topic with reason "too-large", its size and the
+	// limit (without its value), it is counted, and the view goes on. Default 16 MiB; at
+	// least 1 MiB, at most 64 MiB.
+	MaxRecordBytes int32
 	// ClientOpts are added to every Kafka client the runtime makes (TLS, SASL, tuning).
 	ClientOpts []kgo.Opt
 	// Logger receives the runtime's logs. Default slog.Default().
@@ -128,6 +137,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.TransactionTimeout == 0 {
 		c.TransactionTimeout = 30 * time.Second
+	}
+	if c.MaxRecordBytes == 0 {
+		c.MaxRecordBytes = topic.DefaultMaxRecordBytes
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -179,6 +191,9 @@ func (c Config) Validate() error {
 	if c.IdleTimeout < 0 || c.SessionTimeout < 0 || c.MaxPollRecords < 0 || c.Partitions < 0 || c.TransactionTimeout < 0 || c.TaskParallelism < 0 {
 		add("IdleTimeout, SessionTimeout, MaxPollRecords, Partitions, TransactionTimeout and TaskParallelism must not be negative")
 	}
+	if err := topic.ValidateMaxRecordBytes(c.MaxRecordBytes); err != nil {
+		add("%v", err)
+	}
 	for _, p := range c.Rebuild.validate() {
 		add("%s", p)
 	}
@@ -213,7 +228,8 @@ func NewRuntime(cfg Config) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("views: register metrics: %w", err)
 	}
-	base := append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner())}, cfg.ClientOpts...)
+	base := append(append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner())},
+		topic.FetchOpts(cfg.MaxRecordBytes)...), cfg.ClientOpts...)
 	r := &Runtime{cfg: cfg, metrics: m, rmetrics: rm, base: base, runs: map[Name]*viewRun{}}
 	for _, v := range cfg.Views {
 		vr := newViewRun(r, v)

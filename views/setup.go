@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tarnhq/tarn/internal/topic"
 	"github.com/tarnhq/tarn/state"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -27,10 +28,12 @@ func metaStore(s *subtopology) string { return "meta-" + strconv.Itoa(s.id) }
 // dead-letter topics when missing, and the changelogs of its stores.
 func (e *engine) setup(ctx context.Context) error {
 	cfg := e.rt.cfg
-	e.base = append([]kgo.Opt{
+	e.base = append(append([]kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
-	}, cfg.ClientOpts...)
+		// Per topic: a batch above a topic's max.message.bytes fails every record in it.
+		kgo.ProducerBatchMaxBytesFn(e.env.limits.BatchBytes),
+	}, topic.FetchOpts(cfg.MaxRecordBytes)...), cfg.ClientOpts...)
 	cl, err := kgo.NewClient(e.base...)
 	if err != nil {
 		return fmt.Errorf("views: view %q: kafka client: %w", e.v.name, err)
@@ -116,11 +119,11 @@ func (e *engine) createTopics(ctx context.Context, adm *kadm.Client) error {
 		if src := e.bySource[name]; src != nil && src.topic.repartition == "" {
 			continue
 		}
-		var configs map[string]*string
+		configs := map[string]*string{topic.MaxMessageBytesKey: topic.MaxMessageBytesValue(e.rt.cfg.MaxRecordBytes)}
 		if e.isSource(name) {
 			// Repartition records keep their event time as timestamp, which may be old when
 			// a view reprocesses history: time-based retention would delete them unread.
-			configs = map[string]*string{"retention.ms": &unlimited}
+			configs["retention.ms"] = &unlimited
 		}
 		got, err := ensureTopic(ctx, adm, name, n, rf, configs)
 		if err != nil {
@@ -140,13 +143,21 @@ func (e *engine) createTopics(ctx context.Context, adm *kadm.Client) error {
 		}
 		for _, store := range names {
 			cl := e.storeID(store, 0).Topic()
-			if err := state.EnsureChangelog(ctx, adm, cl, e.subParts[s.id], rf); err != nil {
+			if err := state.EnsureChangelog(ctx, adm, cl, e.subParts[s.id], rf, e.rt.cfg.MaxRecordBytes); err != nil {
 				return fmt.Errorf("views: view %q: %w", e.v.name, err)
 			}
 			created = append(created, cl)
 		}
 	}
-	return waitTopics(ctx, adm, created)
+	if err := waitTopics(ctx, adm, created); err != nil {
+		return err
+	}
+	// Topics that existed keep their max.message.bytes; writes above it are dead-lettered.
+	e.written = created
+	if err := e.env.limits.Check(ctx, adm, e.log, created...); err != nil {
+		return fmt.Errorf("views: view %q: %w", e.v.name, err)
+	}
+	return nil
 }
 
 // waitTopics waits until every topic's partitions have leaders: a topic just created is not
@@ -258,7 +269,7 @@ func (e *engine) open(ctx context.Context, id taskID) (*runTask, error) {
 			if err != nil {
 				return nil, err
 			}
-			t.win[st.index] = winAdapter{ws: t.w, w: w, rec: rec}
+			t.win[st.index] = winAdapter{ws: t.w, w: w, rec: rec, t: t.task}
 			t.stores = append(t.stores, w)
 			if rec != nil {
 				t.served = w
@@ -269,7 +280,7 @@ func (e *engine) open(ctx context.Context, id taskID) (*runTask, error) {
 		if err != nil {
 			return nil, err
 		}
-		t.kv[st.index] = kvAdapter{w: t.w, kv: kv, rec: rec}
+		t.kv[st.index] = kvAdapter{w: t.w, kv: kv, rec: rec, t: t.task}
 		t.stores = append(t.stores, kv)
 		if rec != nil {
 			t.served = kv

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tarnhq/tarn/cdc"
 	"github.com/tarnhq/tarn/internal/partition"
+	"github.com/tarnhq/tarn/internal/topic"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -258,6 +259,12 @@ func (co *coPart) flushCatchUp(ctx context.Context, cl *kgo.Client) error {
 	co.catchUp.w.txn = nil
 	if err := txn.Produce(ctx, cl); err != nil {
 		txn.Discard()
+		if topic.IsTooLarge(err) {
+			// A table row above the store changelog's limit: redoing would fail again. Catch-up
+			// writes are not size-checked (there is no input record to dead-letter), so this
+			// stops the view with the fix rather than retrying for ever.
+			return refusedForSize(co.t.env.view.name, co.t.env.limits.Max(), fmt.Errorf("co-table %q catch-up: %w", co.spec.step, err))
+		}
 		return fmt.Errorf("%w: co-table %q catch-up: %w", errRecreate, co.spec.step, err)
 	}
 	if err := txn.Apply(); err != nil {

@@ -15,11 +15,18 @@ type kvAdapter struct {
 	w   *writes
 	kv  *state.KV
 	rec *task // set for the served store: writes are recorded as changes
+	// t, when set, is the task writing: a write whose changelog record is above the
+	// changelog's size limit is dead-lettered by it instead (task.fits). Co-table catch-up
+	// writes run outside any task's batch and have none.
+	t *task
 }
 
 func (a kvAdapter) Get(k []byte) ([]byte, bool, error) { return a.kv.Get(a.w.tx(), k) }
 
 func (a kvAdapter) Set(k, v []byte) error {
+	if n := len(k) + len(v); a.t != nil && a.t.mayNotFit(n) && !a.t.fits(a.kv.ID().Store, a.kv.ID().Topic(), k, n) {
+		return nil
+	}
 	a.record(k, v)
 	return a.kv.Put(a.w.tx(), k, v)
 }
@@ -53,6 +60,7 @@ type winAdapter struct {
 	ws  *writes
 	w   *state.Window
 	rec *task
+	t   *task // as in kvAdapter
 }
 
 func (a winAdapter) Get(k []byte, start int64) ([]byte, bool, error) {
@@ -60,6 +68,10 @@ func (a winAdapter) Get(k []byte, start int64) ([]byte, bool, error) {
 }
 
 func (a winAdapter) Set(k []byte, start int64, v []byte) error {
+	// A window's changelog key is the key and its 8-byte start.
+	if n := len(k) + 8 + len(v); a.t != nil && a.t.mayNotFit(n) && !a.t.fits(a.w.ID().Store, a.w.ID().Topic(), k, n) {
+		return nil
+	}
 	a.record(k, start, v)
 	return a.w.Put(a.ws.tx(), k, time.UnixMilli(start), v)
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/tarnhq/tarn/internal/partition"
+	"github.com/tarnhq/tarn/internal/topic"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -244,10 +245,14 @@ func repartition[V any](s *Stream[V], step string, codec Codec[V]) *Stream[V] {
 // produceKeyed sends a record to topicName in the partition its key maps to.
 func (t *task) produceKeyed(topicName, key string, value []byte, ts int64, headers ...kgo.RecordHeader) {
 	k := []byte(key)
-	t.out.produce(&kgo.Record{
+	r := &kgo.Record{
 		Topic: topicName, Key: k, Value: value, Timestamp: time.UnixMilli(ts), Headers: headers,
 		Partition: partition.For(k, t.out.partitions(topicName)),
-	})
+	}
+	if n := topic.RecordSize(r); t.mayNotFit(n) && !t.fits("to-"+sanitize(topicName), topicName, k, n) {
+		return
+	}
+	t.out.produce(r)
 }
 
 // To sends every record of s to the Kafka topic topicName, keyed as in s and encoded with

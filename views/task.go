@@ -1,6 +1,7 @@
 package views
 
 import (
+	"fmt"
 	"math"
 	"strconv"
 	"time"
@@ -83,6 +84,8 @@ type env struct {
 	metrics *metrics
 	topics  map[topicRef]string
 	side    sideEnv // per-runtime state of processor steps (Local)
+	// limits are the largest records the view's topics take; nil (tests) means no limit.
+	limits *topic.Limits
 }
 
 func newEnv(app string, v *View, now func() time.Time, idle time.Duration, m *metrics) *env {
@@ -156,22 +159,76 @@ func taskState[T any](t *task, step string, mk func() T) T {
 // deadLetter sends the current input record to the dead-letter topic with the reason and the
 // step that refused it, and counts it.
 func (t *task) deadLetter(step, reason, detail string, extra ...kgo.RecordHeader) {
-	dlq := t.env.dlqTopic()
 	r := t.cur
-	rec := &kgo.Record{Topic: dlq, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp}
+	rec := t.deadLetterRecord(step, reason, detail, r.Key, r.Value, extra...)
+	rec.Timestamp = r.Timestamp
+	t.out.produce(rec)
+	t.env.metrics.deadLetter(string(t.env.view.name), reason)
+}
+
+// deadLetterRecord builds a dead letter of the current input record, or of key alone when
+// there is none (a write in a batch's flush). A value that would make the dead letter too
+// large for its topic is left out and its size given in the "tarn.value-bytes" header: the
+// dead letter of a large record must not be refused in turn.
+func (t *task) deadLetterRecord(step, reason, detail string, key, value []byte, extra ...kgo.RecordHeader) *kgo.Record {
+	dlq := t.env.dlqTopic()
+	rec := &kgo.Record{Topic: dlq, Key: key, Value: value}
 	rec.Headers = append(rec.Headers,
 		kgo.RecordHeader{Key: "tarn.reason", Value: []byte(reason)},
 		kgo.RecordHeader{Key: "tarn.detail", Value: []byte(detail)},
 		kgo.RecordHeader{Key: "tarn.view", Value: []byte(t.env.view.name)},
 		kgo.RecordHeader{Key: "tarn.step", Value: []byte(step)},
-		kgo.RecordHeader{Key: "tarn.topic", Value: []byte(r.Topic)},
-		kgo.RecordHeader{Key: "tarn.partition", Value: []byte(strconv.Itoa(int(r.Partition)))},
-		kgo.RecordHeader{Key: "tarn.offset", Value: []byte(strconv.FormatInt(r.Offset, 10))},
 	)
+	p := t.partition
+	if r := t.cur; r != nil {
+		rec.Headers = append(rec.Headers,
+			kgo.RecordHeader{Key: "tarn.topic", Value: []byte(r.Topic)},
+			kgo.RecordHeader{Key: "tarn.partition", Value: []byte(strconv.Itoa(int(r.Partition)))},
+			kgo.RecordHeader{Key: "tarn.offset", Value: []byte(strconv.FormatInt(r.Offset, 10))},
+		)
+		p = r.Partition
+	}
 	rec.Headers = append(rec.Headers, extra...)
-	rec.Partition = r.Partition % t.out.partitions(dlq)
+	if limit := t.env.limits.Of(dlq); topic.RecordSize(rec) > limit {
+		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: "tarn.value-bytes", Value: []byte(strconv.Itoa(len(value)))})
+		rec.Value = nil
+		if len(rec.Key) > limit/2 {
+			rec.Key = rec.Key[:limit/2]
+		}
+	}
+	rec.Partition = p % t.out.partitions(dlq)
+	return rec
+}
+
+// mayNotFit is the cheap test before fits: whether size is above the smallest limit of any
+// topic, so that writes and records of common sizes build no topic name.
+func (t *task) mayNotFit(size int) bool { return size > t.env.limits.Min() }
+
+// fits reports whether a record of size bytes fits topic target; when it does not, it
+// dead-letters the current input record (or key, when there is none) with reason
+// "too-large", the size and the limit, without its value, and counts it. The record itself
+// is then not written: the view goes on without it.
+func (t *task) fits(step, target string, key []byte, size int) bool {
+	limit := t.env.limits.Of(target)
+	if size <= limit {
+		return true
+	}
+	if t.cur != nil {
+		key = t.cur.Key
+	}
+	detail := fmt.Sprintf("a record of %d bytes for topic %s is above its limit of %d bytes (MaxRecordBytes, or the topic's max.message.bytes)",
+		size, target, limit)
+	rec := t.deadLetterRecord(step, topic.ReasonTooLarge, detail, key, nil,
+		kgo.RecordHeader{Key: "tarn.size", Value: []byte(strconv.Itoa(size))},
+		kgo.RecordHeader{Key: "tarn.limit", Value: []byte(strconv.Itoa(limit))},
+		kgo.RecordHeader{Key: "tarn.target", Value: []byte(target)},
+	)
+	if t.cur != nil {
+		rec.Timestamp = t.cur.Timestamp
+	}
 	t.out.produce(rec)
-	t.env.metrics.deadLetter(string(t.env.view.name), reason)
+	t.env.metrics.deadLetter(string(t.env.view.name), topic.ReasonTooLarge)
+	return false
 }
 
 // watermarks tracks event time per input topic-partition of a task.

@@ -6,6 +6,12 @@
 //	<app>.cdc.<schema>.<table>
 //	<app>.dlq
 //	<app>.versions
+//
+// It also owns the size limits of the topics tarn writes (limits.go): every record up to the
+// configured maximum (16 MiB by default) fits every topic tarn creates, because each is
+// created with max.message.bytes to match and producers and consumers are sized alike; a
+// larger record is found by [RecordSize] before it is produced and dead-lettered, and Kafka
+// refusing one for its size ([IsTooLarge]) is permanent, never retried as it is.
 package topic
 
 import (
