@@ -191,7 +191,7 @@ func (v *view) WaitFor(ctx context.Context, target serve.Position) error {
 	}
 }
 
-func (v *view) Get(ctx context.Context, key []byte, _ serve.ReadOptions) (serve.Read, error) {
+func (v *view) Get(ctx context.Context, key []byte) (serve.Read, error) {
 	val, pos, err := v.b.rt.Get(ctx, v.name, string(key))
 	if errors.Is(err, views.ErrNotFound) {
 		return serve.Read{Position: servePosition(pos)}, nil
@@ -244,7 +244,7 @@ func (v *view) checkLocal(parts []int32) error {
 	return nil
 }
 
-func (v *view) Windows(ctx context.Context, key []byte, from, to time.Time, _ serve.ReadOptions) ([]serve.Window, serve.Position, error) {
+func (v *view) Windows(ctx context.Context, key []byte, from, to time.Time) ([]serve.Window, serve.Position, error) {
 	wins, pos, err := v.b.rt.Windows(ctx, v.name, string(key), from, to)
 	if err != nil {
 		return nil, serve.Position{}, serveError(err)

@@ -36,16 +36,16 @@ type View interface {
 	// instance owns, or until ctx ends (then it returns ctx.Err()).
 	WaitFor(ctx context.Context, target Position) error
 	// Get reads one key from a snapshot of its partition's store. A missing key is not an
-	// error: Read.Found is false. It returns ErrRestoring while the partition restores (unless
-	// opts.Stale) and a *NotOwnerError when the partition is owned elsewhere.
-	Get(ctx context.Context, key []byte, opts ReadOptions) (Read, error)
+	// error: Read.Found is false. It returns ErrRestoring while the partition restores and a
+	// *NotOwnerError when the partition is owned elsewhere.
+	Get(ctx context.Context, key []byte) (Read, error)
 	// Scan returns up to req.Limit entries with req.Start <= key < req.End (a nil End is
 	// unbounded) from req.Partitions, all of them local, in key order, read from one
 	// consistent snapshot; Position is the snapshot's. Errors as for Get.
 	Scan(ctx context.Context, req ScanRequest) (ScanResult, error)
 	// Windows returns the windows of key that overlap [from, to), in window start order, for a
 	// windowed view (ErrNotWindowed otherwise). Errors as for Get.
-	Windows(ctx context.Context, key []byte, from, to time.Time, opts ReadOptions) ([]Window, Position, error)
+	Windows(ctx context.Context, key []byte, from, to time.Time) ([]Window, Position, error)
 	// Subscribe calls fn with every change of the view (or of req.Key only, when req.HasKey)
 	// on req.Partitions (all local): first those recorded after req.After, then live ones as
 	// they are applied, in offset order per partition, each exactly once. It returns the
@@ -133,12 +133,6 @@ type Owner struct {
 	Restoring bool
 }
 
-// ReadOptions tune one read.
-type ReadOptions struct {
-	// Stale allows reading a partition that is still restoring.
-	Stale bool
-}
-
 // Read is the result of a point read.
 type Read struct {
 	Found bool
@@ -156,7 +150,6 @@ type ScanRequest struct {
 	// Version is the version of the view to read (a scan pins one for all its pages); 0 reads
 	// the serving one. A version no longer kept fails with ErrNoVersion.
 	Version int
-	Opts    ReadOptions
 }
 
 // Entry is one key and its JSON value.

@@ -349,18 +349,18 @@ func (v *pebbleView) WaitFor(ctx context.Context, target serve.Position) error {
 }
 
 // checkLocked reports why partition p cannot be read.
-func (v *pebbleView) checkLocked(p int32, opts serve.ReadOptions) error {
+func (v *pebbleView) checkLocked(p int32, restoringOK bool) error {
 	o := v.owners[p]
 	switch {
 	case !o.Local:
 		return &serve.NotOwnerError{Partition: p, Addr: o.Addr}
-	case o.Restoring && !opts.Stale:
+	case o.Restoring && !restoringOK:
 		return serve.ErrRestoring
 	}
 	return nil
 }
 
-func (v *pebbleView) Get(_ context.Context, key []byte, opts serve.ReadOptions) (serve.Read, error) {
+func (v *pebbleView) Get(_ context.Context, key []byte) (serve.Read, error) {
 	v.gets.Add(1)
 	if gate := v.gate.Load(); gate != nil {
 		<-*gate
@@ -368,7 +368,7 @@ func (v *pebbleView) Get(_ context.Context, key []byte, opts serve.ReadOptions) 
 	p := partition.For(key, v.parts)
 	v.mu.RLock()
 	defer v.mu.RUnlock()
-	if err := v.checkLocked(p, opts); err != nil {
+	if err := v.checkLocked(p, false); err != nil {
 		return serve.Read{}, err
 	}
 	rd := serve.Read{Position: v.localPositionLocked()}
@@ -390,7 +390,7 @@ func (v *pebbleView) Scan(_ context.Context, req serve.ScanRequest) (serve.ScanR
 		return serve.ScanResult{}, fmt.Errorf("%w: %d", serve.ErrNoVersion, req.Version)
 	}
 	for _, p := range req.Partitions {
-		if err := v.checkLocked(p, req.Opts); err != nil {
+		if err := v.checkLocked(p, false); err != nil {
 			v.mu.RUnlock()
 			return serve.ScanResult{}, err
 		}
@@ -433,13 +433,13 @@ func (v *pebbleView) putWindow(tb testing.TB, key []byte, start, end time.Time, 
 	}
 }
 
-func (v *pebbleView) Windows(_ context.Context, key []byte, from, to time.Time, opts serve.ReadOptions) ([]serve.Window, serve.Position, error) {
+func (v *pebbleView) Windows(_ context.Context, key []byte, from, to time.Time) ([]serve.Window, serve.Position, error) {
 	if !v.windowed {
 		return nil, serve.Position{}, serve.ErrNotWindowed
 	}
 	p := partition.For(key, v.parts)
 	v.mu.RLock()
-	if err := v.checkLocked(p, opts); err != nil {
+	if err := v.checkLocked(p, false); err != nil {
 		v.mu.RUnlock()
 		return nil, serve.Position{}, err
 	}
@@ -471,7 +471,7 @@ func (v *pebbleView) Subscribe(req serve.SubscribeRequest, fn func(serve.Change)
 	pos := *v.pos.Load()
 	start := serve.Position{Offsets: map[int32]int64{}, LSN: pos.LSN}
 	for _, p := range req.Partitions {
-		if err := v.checkLocked(p, serve.ReadOptions{Stale: true}); err != nil {
+		if err := v.checkLocked(p, true); err != nil {
 			return serve.Position{}, nil, err
 		}
 		from, ok := req.After.Offsets[p]

@@ -18,8 +18,8 @@
 //   - A slow watcher never slows the view: its buffer ([Config.WatchBuffer]) is bounded, a push
 //     into a full buffer fails at once, and the stream then ends with an overflow event that
 //     holds the position to resume from; no change after a dropped one is ever sent.
-//   - A read never comes from a restoring partition unless the client asks (stale=true): it
-//     gets 503 with Retry-After instead ([ErrRestoring]).
+//   - A read never comes from a restoring partition: it waits for the restore up to
+//     [Config.MoveWait], then gets 503 with Retry-After ([ErrRestoring]).
 //   - A request is forwarded to another instance at most once (the Tarn-Forwarded header), so
 //     instances that briefly disagree about ownership cannot bounce it between them.
 //   - Errors are RFC 9457 [Problem] bodies; internal errors and panics are logged and answered

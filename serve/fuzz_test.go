@@ -40,7 +40,7 @@ func FuzzParams(f *testing.F) {
 	for _, q := range []string{
 		"prefix=user/&limit=10", "start=a&end=b&cursor=AWI", "enc=b64&start=AA&end=_w&partitions=0,1,5",
 		"from=2026-01-01T00:00:00Z&to=1767225600001", "watch=sse&after=AQACAAABAA", "after=AQACAAABAA&wait=30s",
-		"min_offsets=0:41,3:7&min_lsn=16/B374D848&wait=250ms&stale=true", "limit=1&limit=2", "cursor=%%%", "x=1",
+		"min_offsets=0:41,3:7&min_lsn=16/B374D848&wait=250ms", "limit=1&limit=2", "cursor=%%%", "x=1",
 	} {
 		f.Add(q)
 	}

@@ -114,7 +114,7 @@ func (s *Server) longPoll(w http.ResponseWriter, r *http.Request, v View, key []
 		return
 	}
 	// A fresh read, not a shared one: one under way may predate the change.
-	rd, err := v.Get(ctx, key, ReadOptions{Stale: p.stale})
+	rd, err := v.Get(ctx, key)
 	if err != nil {
 		s.readFailed(w, r, err)
 		return

@@ -43,7 +43,6 @@ type params struct {
 	min    Position
 	hasMin bool
 
-	stale      bool
 	partitions []int32
 }
 
@@ -59,7 +58,7 @@ func set(names ...string) paramSet {
 }
 
 var (
-	commonParams = []string{"enc", "min_offsets", "min_lsn", "wait", "stale"}
+	commonParams = []string{"enc", "min_offsets", "min_lsn", "wait"}
 	keyParams    = set(append([]string{"from", "to", "watch", "after"}, commonParams...)...)
 	scanParams   = set(append([]string{"prefix", "start", "end", "limit", "cursor", "partitions", "version"}, commonParams...)...)
 	changeParams = set("enc", "after", "partitions")
@@ -276,13 +275,6 @@ func parseMin(get func(string) (string, bool), p *params, _ limits) error {
 }
 
 func parseMisc(get func(string) (string, bool), p *params, _ limits) error {
-	if v, ok := get("stale"); ok {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return badParam("stale", "%q is not true or false", v)
-		}
-		p.stale = b
-	}
 	if v, ok := get("partitions"); ok {
 		parts, err := parsePartitions(v)
 		if err != nil {

@@ -111,7 +111,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 				"/v1/views/{view}/keys/{key}, optionally with from= and to="))
 	case errors.Is(err, ErrRestoring):
 		s.writeProblem(w, r, problemOf("restoring", http.StatusServiceUnavailable,
-			"the partition is restoring its stores; retry later, or pass stale=true to read it as it is"))
+			"the partition is restoring its stores; retry after Retry-After"))
 	case errors.As(err, &notOwner):
 		w.Header().Set(movingHeader, "1")
 		s.writeProblem(w, r, problemOf("moving", http.StatusServiceUnavailable,

@@ -46,10 +46,10 @@ func (s *Server) key(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	part := v.Partition(key)
-	if owner := s.settledOwner(r, v, part, p.stale, ""); !owner.Local {
+	if owner := s.settledOwner(r, v, part, ""); !owner.Local {
 		s.route(w, r, part, owner.Addr)
 		return
-	} else if owner.Restoring && !p.stale {
+	} else if owner.Restoring {
 		s.writeError(w, r, ErrRestoring)
 		return
 	}
@@ -70,17 +70,17 @@ func (s *Server) key(w http.ResponseWriter, r *http.Request) {
 type moveDeadlineKey struct{}
 
 // settledOwner is the owner of partition part once it can answer: this instance with its
-// stores restored (or stale allowed), or another instance other than gone (an owner that
+// stores restored, or another instance other than gone (an owner that
 // just failed to answer). Until then it waits, up to the request's MoveWait budget, and then
 // returns the owner as it is (the caller answers 503).
-func (s *Server) settledOwner(r *http.Request, v View, part int32, stale bool, gone string) Owner {
+func (s *Server) settledOwner(r *http.Request, v View, part int32, gone string) Owner {
 	deadline, ok := r.Context().Value(moveDeadlineKey{}).(time.Time)
 	if !ok {
 		deadline = time.Now().Add(s.cfg.MoveWait)
 	}
 	for {
 		o := v.Owner(part)
-		settled := o.Local && (!o.Restoring || stale) || !o.Local && o.Addr != "" && o.Addr != gone
+		settled := o.Local && !o.Restoring || !o.Local && o.Addr != "" && o.Addr != gone
 		if settled || !time.Now().Before(deadline) {
 			return o
 		}
@@ -156,17 +156,16 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request, v View, key []byte,
 // for min_offsets/min_lsn reads alone, since a read already under way may predate its
 // position.
 func (s *Server) readKey(ctx context.Context, r *http.Request, v View, key []byte, p params) (Read, error) {
-	opts := ReadOptions{Stale: p.stale}
 	if p.hasMin {
-		return v.Get(ctx, key, opts)
+		return v.Get(ctx, key)
 	}
-	sfKey := "k" + strconv.FormatBool(p.stale) + nameOf(r) + "\x00" + string(key)
+	sfKey := "k" + nameOf(r) + "\x00" + string(key)
 	res, err, _ := s.reads.Do(sfKey, func() (any, error) {
 		// Detached from the first caller's context so that its going away does not fail the
 		// others; the read is bounded by RequestTimeout instead.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.RequestTimeout)
 		defer cancel()
-		return v.Get(rctx, key, opts)
+		return v.Get(rctx, key)
 	})
 	if err != nil {
 		return Read{}, err
@@ -213,7 +212,7 @@ func (s *Server) windows(w http.ResponseWriter, r *http.Request, v View, key []b
 		s.writeError(w, r, err)
 		return
 	}
-	wins, pos, err := v.Windows(ctx, key, p.from, p.to, ReadOptions{Stale: p.stale})
+	wins, pos, err := v.Windows(ctx, key, p.from, p.to)
 	if err != nil {
 		s.readFailed(w, r, err)
 		return

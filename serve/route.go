@@ -87,7 +87,7 @@ func (s *Server) rerouteMoved(w http.ResponseWriter, r *http.Request, part int32
 		return false // retried already, for all the budget
 	}
 	v := viewOf(r)
-	o := s.settledOwner(r, v, part, false, addr)
+	o := s.settledOwner(r, v, part, addr)
 	if !o.Local && (o.Addr == "" || o.Addr == addr) {
 		return false
 	}

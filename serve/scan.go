@@ -38,7 +38,7 @@ func (s *Server) scan(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	req := ScanRequest{Start: p.start, Limit: p.limit, Version: scanVersion(v, p), Opts: ReadOptions{Stale: p.stale}}
+	req := ScanRequest{Start: p.start, Limit: p.limit, Version: scanVersion(v, p)}
 	if p.hasEnd {
 		req.End = p.end
 	}
@@ -157,7 +157,7 @@ func (s *Server) scanLocal(ctx context.Context, r *http.Request, v View, p param
 		return v.Scan(ctx, req)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "s%t%s\x00%d\x00%d\x00%q\x00%q\x00%v", p.stale, nameOf(r), req.Version, req.Limit, req.Start, req.End, req.Partitions)
+	fmt.Fprintf(&b, "s%s\x00%d\x00%d\x00%q\x00%q\x00%v", nameOf(r), req.Version, req.Limit, req.Start, req.End, req.Partitions)
 	res, err, _ := s.reads.Do(b.String(), func() (any, error) {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.RequestTimeout)
 		defer cancel()
@@ -199,7 +199,7 @@ func (s *Server) scanRemote(ctx context.Context, r *http.Request, addr string, p
 	q.Set("limit", strconv.Itoa(req.Limit))
 	q.Set("partitions", joinPartitions(parts))
 	q.Set("version", strconv.Itoa(req.Version))
-	for _, name := range []string{"min_offsets", "min_lsn", "wait", "stale"} {
+	for _, name := range []string{"min_offsets", "min_lsn", "wait"} {
 		if v := r.URL.Query().Get(name); v != "" {
 			q.Set(name, v)
 		}
