@@ -386,6 +386,9 @@ func (e *engine) session(ctx context.Context) error {
 	defer e.running.Store(false)
 	e.joined.Store(false)
 	defer e.joined.Store(false)
+	lagCtx, stopLag := context.WithCancel(ctx)
+	defer stopLag()
+	go e.measureLag(lagCtx, c.cl)
 	for {
 		fs := e.poll(ctx, c)
 		if fs.IsClientClosed() || ctx.Err() != nil {
@@ -572,7 +575,6 @@ func (e *engine) processTask(t *runTask, inputs []kgo.FetchTopicPartition) (err 
 				return err
 			}
 		}
-		e.noteLag(p)
 	}
 	if err := t.flush(); err != nil {
 		return err
@@ -608,17 +610,6 @@ func parallel(n, workers int, fn func(i int)) {
 		})
 	}
 	wg.Wait()
-}
-
-func (e *engine) noteLag(p kgo.FetchTopicPartition) {
-	last := p.Records[len(p.Records)-1].Offset
-	lag := max(p.HighWatermark-last-1, 0)
-	e.mu.Lock()
-	e.mu.lag[p.Topic+"/"+strconv.Itoa(int(p.Partition))] = lag
-	e.mu.Unlock()
-	if e.serving.Load() { // a rebuilding version's lag is measured over all instances (progress.go)
-		e.rt.metrics.lag.WithLabelValues(string(e.v.name), p.Topic, strconv.Itoa(int(p.Partition))).Set(float64(lag))
-	}
 }
 
 // commit makes the batch durable: outputs and changelog records acknowledged (and, exactly

@@ -29,7 +29,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"view"}),
 		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "tarn_views_input_lag_records",
-			Help: "Records between the committed offset and the end of an input partition.",
+			Help: "Records between the last applied (queryable) offset and the end of an input partition, measured every second.",
 		}, []string{"view", "topic", "partition"}),
 		restoring: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "tarn_views_restoring_tasks", Help: "Tasks restoring their stores, by view.",

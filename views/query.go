@@ -33,8 +33,9 @@ type Info struct {
 	Owned, Restoring []int32
 	// Positions are the applied offsets of the owned partitions.
 	Positions Position
-	// Lag is, per input "topic/partition", the records between the last processed offset
-	// and the partition's end at the last fetch.
+	// Lag is, per input "topic/partition" this instance runs, the records between the
+	// offset after its last applied (queryable) batch and the partition's end, measured
+	// every second.
 	Lag map[string]int64
 	// Frozen is true while the serving version answers queries from its stores without
 	// processing input: this binary's definition changed and is being rebuilt as a new
