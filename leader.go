@@ -84,9 +84,10 @@ func runCDCLeader(ctx context.Context, cfg Config, src *cdc.Source, health *cdcH
 		log.Info(msg, "slot", slot)
 	}
 	const handedOver = "cdc: handed the CDC source over to another instance"
-	cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Kafka...),
-		kgo.ConsumerGroup(topic.Group(cfg.App, "cdc-"+slot, 1)), kgo.ConsumeTopics(posTopic),
-		kgo.Balancers(kgo.RangeBalancer()), kgo.SessionTimeout(10*time.Second),
+	group := topic.Group(cfg.App, "cdc-"+slot, 1)
+	opts := []kgo.Opt{kgo.SeedBrokers(cfg.Kafka...),
+		kgo.ConsumerGroup(group), kgo.ConsumeTopics(posTopic),
+		kgo.Balancers(kgo.RangeBalancer()), kgo.SessionTimeout(sessionTimeout(cfg)), kgo.HeartbeatInterval(time.Second),
 		// The callbacks run for every member on every rebalance, with what it got or lost
 		// (possibly nothing).
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, got map[string][]int32) {
@@ -104,13 +105,25 @@ func runCDCLeader(ctx context.Context, cfg Config, src *cdc.Source, health *cdcH
 				halt("cdc: lost the election (this instance's group session ended); stopped the CDC source for another instance to run")
 			}
 		}),
-	)
+	}
+	// A static member, as in the views' groups: the leader restarted after a crash takes the
+	// source back at once instead of after its predecessor's session expires.
+	if cfg.InstanceID != "" {
+		opts = append(opts, kgo.InstanceID(cfg.InstanceID))
+	}
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return err
 	}
 	// Stopping here before the client leaves the group keeps the revoke callback, which the
-	// leave runs, from reporting this shutdown as a handover.
-	defer func() { halt("cdc: stopped the CDC source"); cl.Close() }()
+	// leave runs, from reporting this shutdown as a handover. A static member does not leave
+	// as it closes: it is removed by its instance id, so that another instance takes over at
+	// once.
+	defer func() {
+		halt("cdc: stopped the CDC source")
+		cl.Close()
+		leaveStatic(cfg, group, log)
+	}()
 	var lastWarn time.Time
 	for {
 		// Polling keeps the membership alive; the records themselves are the source's business.
@@ -283,4 +296,33 @@ func (h *cdcHealth) feeds(in views.Info) bool {
 		}
 	}
 	return false
+}
+
+// sessionTimeout is the configured group session timeout (10s when unset, as in tests).
+func sessionTimeout(cfg Config) time.Duration {
+	if cfg.Session > 0 {
+		return cfg.Session
+	}
+	return 10 * time.Second
+}
+
+// leaveStatic removes this instance, a static member, from group, so that the others take
+// over its partitions without waiting for its session to expire.
+func leaveStatic(cfg Config, group string, log *slog.Logger) {
+	if cfg.InstanceID == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Kafka...))
+	if err == nil {
+		defer cl.Close()
+		var res kadm.LeaveGroupResponses
+		if res, err = kadm.NewClient(cl).LeaveGroup(ctx, kadm.LeaveGroup(group).InstanceIDs(cfg.InstanceID).Reason("tarn instance stopping")); err == nil {
+			err = res.Error()
+		}
+	}
+	if err != nil && !errors.Is(err, kerr.UnknownMemberID) {
+		log.Warn("tarn: could not leave the group; the others take over once its session times out", "group", group, "err", err)
+	}
 }
