@@ -73,7 +73,7 @@ func runInstance(ctx context.Context, p Program, cfg Config, log *slog.Logger, r
 		ln.Close()
 		return err
 	}
-	cfg.InstanceID = instance // the CDC election's group too
+	cfg.InstanceID = instance            // the CDC election's group too
 	maxRecord, _ := cfg.maxRecordBytes() // Validate checked it
 	rt, err := views.NewRuntime(views.Config{App: cfg.App, Brokers: cfg.Kafka, State: db, Views: p.Views,
 		ExactlyOnce: cfg.ExactlyOnce, AdvertiseAddr: advertise, InstanceID: instance, SessionTimeout: cfg.Session,
