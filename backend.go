@@ -23,10 +23,17 @@ type backend struct {
 	owners *ownerCache
 	// cdcPos follows the CDC source's position for min_lsn reads; nil without a CDC source.
 	cdcPos *cdcPosition
+	// stopping is closed when the instance starts to stop: live subscriptions end with
+	// serve.ErrStopping, so that their clients resume elsewhere.
+	stopping     chan struct{}
+	stoppingOnce sync.Once
 }
 
+// stop ends the live subscriptions (see stopping).
+func (b *backend) stop() { b.stoppingOnce.Do(func() { close(b.stopping) }) }
+
 func newBackend(rt *views.Runtime, cdc *cdcHealth, pos *cdcPosition) *backend {
-	return &backend{rt: rt, cdc: cdc, cdcPos: pos, owners: &ownerCache{rt: rt, ttl: time.Second, byView: map[views.Name]ownerEntry{}}}
+	return &backend{rt: rt, cdc: cdc, cdcPos: pos, stopping: make(chan struct{}), owners: &ownerCache{rt: rt, ttl: time.Second, byView: map[views.Name]ownerEntry{}}}
 }
 
 func (b *backend) Views() []serve.ViewInfo {
@@ -287,14 +294,64 @@ func (v *view) Subscribe(req serve.SubscribeRequest, fn func(serve.Change) bool)
 		cancel()
 		return serve.Position{}, nil, serveError(err)
 	}
-	go v.forward(sub, req, after, fn, cancel)
+	go v.forward(ctx, sub, req, after, fn, cancel)
 	return start, func() { cancel(); sub.Close() }, nil
 }
 
-func (v *view) forward(sub *views.Subscription, req serve.SubscribeRequest, resume views.Position, fn func(serve.Change) bool, cancel func()) {
+// ownerCheck is how often a subscription looks whether its partitions are still here.
+const ownerCheck = time.Second
+
+// ended tells serve why the backend ends a subscription, unless serve ended it (ctx).
+func (v *view) ended(ctx context.Context, req serve.SubscribeRequest, reason error) {
+	if ctx.Err() == nil && req.Ended != nil {
+		req.Ended(reason)
+	}
+}
+
+// subscriptionEnd is serve's reason for the end of a views subscription.
+func subscriptionEnd(err error) error {
+	if errors.Is(err, views.ErrSwitched) {
+		return fmt.Errorf("%w: %w", serve.ErrSwitched, err)
+	}
+	if err == nil {
+		return serve.ErrStopping
+	}
+	return err
+}
+
+func containsAll(have, want []int32) bool {
+	for _, p := range want {
+		if !slices.Contains(have, p) {
+			return false
+		}
+	}
+	return true
+}
+
+func (v *view) forward(ctx context.Context, sub *views.Subscription, req serve.SubscribeRequest, resume views.Position, fn func(serve.Change) bool, cancel func()) {
 	defer cancel()
 	defer sub.Close()
-	for c := range sub.C {
+	tick := time.NewTicker(ownerCheck)
+	defer tick.Stop()
+	for {
+		var c views.Change
+		select {
+		case <-v.b.stopping:
+			v.ended(ctx, req, serve.ErrStopping)
+			return
+		case <-tick.C:
+			if owned := v.info().Owned; !containsAll(owned, req.Partitions) {
+				v.ended(ctx, req, serve.ErrMoved)
+				return
+			}
+			continue
+		case next, ok := <-sub.C:
+			if !ok {
+				v.ended(ctx, req, subscriptionEnd(sub.Err()))
+				return
+			}
+			c = next
+		}
 		if !slices.Contains(req.Partitions, c.Partition) {
 			continue
 		}

@@ -98,7 +98,8 @@ func runInstance(ctx context.Context, p Program, cfg Config, log *slog.Logger, r
 		}
 	}
 	health := newCDCHealth(src, cfg.App, p.CDCTables)
-	srv, err := serve.New(serve.Config{Backend: newBackend(rt, health, cdcPos), Addr: cfg.HTTP, TokenFile: cfg.TokenFile,
+	be := newBackend(rt, health, cdcPos)
+	srv, err := serve.New(serve.Config{Backend: be, Addr: cfg.HTTP, TokenFile: cfg.TokenFile,
 		Home: http.HandlerFunc(home), Logger: log, Registerer: reg})
 	if err != nil {
 		ln.Close()
@@ -137,6 +138,7 @@ func runInstance(ctx context.Context, p Program, cfg Config, log *slog.Logger, r
 		return err
 	case <-gctx.Done():
 	}
+	be.stop() // live streams end with instance-stopping and their position
 	if ctx.Err() != nil {
 		log.Info("tarn: stopping: handing partitions over, then closing the HTTP API", "timeout", cfg.Shutdown)
 	}

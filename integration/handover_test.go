@@ -1,10 +1,12 @@
 package integration
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -14,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tarnhq/tarn/internal/partition"
 	"github.com/tarnhq/tarn/internal/testenv"
 )
 
@@ -111,6 +114,21 @@ func TestServeGracefulHandover(t *testing.T) {
 			mu.Unlock()
 		}
 	})
+	// A live watch of one of the stopping instance's keys must end with an end event that
+	// says why and where to resume, not just close.
+	var watchedKey string
+	for _, sym := range symbols {
+		if code, _ := get(leaves.base + "/v1/views/price-range/keys/" + sym + "?wait=0s"); code == http.StatusOK && ownsKey(leaves, sym) {
+			watchedKey = sym
+			break
+		}
+	}
+	endEvent := make(chan string, 1)
+	if watchedKey != "" {
+		go func() {
+			endEvent <- lastEvent(loadCtx, leaves.base+"/v1/views/price-range/keys/"+watchedKey+"?watch=sse")
+		}()
+	}
 	time.Sleep(time.Second)
 	leaves.cmd.Process.Signal(syscall.SIGTERM)
 	stopped := time.Now()
@@ -129,6 +147,16 @@ func TestServeGracefulHandover(t *testing.T) {
 	stopLoad()
 	wg.Wait()
 
+	if watchedKey != "" {
+		select {
+		case ev := <-endEvent:
+			if !strings.Contains(ev, "event: end") || !strings.Contains(ev, `"reason":"instance-stopping"`) {
+				t.Errorf("the watch of %s on the stopped instance ended with %q, want an end event with reason instance-stopping", watchedKey, ev)
+			}
+		case <-time.After(10 * time.Second):
+			t.Errorf("the watch of %s on the stopped instance did not end", watchedKey)
+		}
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	t.Logf("SIGTERM: the instance exited after %s; the other owned every partition %s after the signal; %d reads, slowest %s, %d failed",
@@ -136,4 +164,45 @@ func TestServeGracefulHandover(t *testing.T) {
 	if len(failures) > 0 {
 		t.Fatalf("%d of %d reads failed during the handover, first: %s", len(failures), reads, failures[:min(3, len(failures))])
 	}
+}
+
+// ownsKey reports whether in serves key itself (its read was not forwarded).
+func ownsKey(in *instance, key string) bool {
+	var body struct {
+		Views []struct {
+			Name       string
+			Owned      []int32
+			Partitions int32
+		}
+	}
+	_, raw := get(in.base + "/v1/views")
+	json.Unmarshal([]byte(raw), &body)
+	for _, v := range body.Views {
+		if v.Name == "price-range" {
+			return slices.Contains(v.Owned, partition.For([]byte(key), v.Partitions))
+		}
+	}
+	return false
+}
+
+// lastEvent reads a server-sent event stream until it ends and returns its last event.
+func lastEvent(ctx context.Context, url string) string {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	var last, cur strings.Builder
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if sc.Text() == "" {
+			last.Reset()
+			last.WriteString(cur.String())
+			cur.Reset()
+			continue
+		}
+		cur.WriteString(sc.Text() + "\n")
+	}
+	return last.String()
 }

@@ -183,6 +183,12 @@ type SubscribeRequest struct {
 	// After is where to resume: changes at offsets >= After.Offsets[p] are delivered. A
 	// partition absent from After (or a zero After) starts at the current position.
 	After Position
+	// Ended, when set, is called once if the backend ends the subscription by itself, with
+	// why: ErrSwitched (the view now serves another version), ErrMoved (a partition went to
+	// another instance), ErrStopping (this instance stops) or another error. serve then
+	// sends an end event with the reason and the position to resume from. It is not called
+	// after the cancel function Subscribe returned.
+	Ended func(reason error)
 }
 
 // Change is one applied change of a view.
@@ -205,6 +211,11 @@ var (
 	ErrWindowed    = errors.New("serve: view is windowed")
 	ErrNoVersion   = errors.New("serve: view version is not available")
 	ErrTooOld      = errors.New("serve: position is older than the retained changes")
+	// ErrSwitched, ErrMoved and ErrStopping are why a backend ends a subscription (see
+	// SubscribeRequest.Ended).
+	ErrSwitched = errors.New("serve: the view switched to another version")
+	ErrMoved    = errors.New("serve: a partition moved to another instance")
+	ErrStopping = errors.New("serve: the instance is stopping")
 )
 
 // NotOwnerError says that another instance owns the partition asked for; serve then routes the

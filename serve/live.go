@@ -47,6 +47,25 @@ func (w *watcher) push(it item) bool {
 
 func (w *watcher) pushChange(c Change) bool { return w.push(item{change: c}) }
 
+// ended is a SubscribeRequest.Ended: the backend's end of the subscription reaches the
+// stream as an end event (or, if the buffer is full, as the overflow that follows).
+func (w *watcher) ended(reason error) { w.push(item{end: reason}) }
+
+// endReason names why a stream ended, for its end event.
+func endReason(err error) string {
+	switch {
+	case errors.Is(err, ErrSwitched):
+		return "version-switched"
+	case errors.Is(err, ErrMoved):
+		return "partition-moved"
+	case errors.Is(err, ErrStopping):
+		return "instance-stopping"
+	case errors.Is(err, errPeerEnded):
+		return "peer-ended"
+	}
+	return "ended"
+}
+
 // errPeerEnded ends a stream whose part from another instance ended.
 var errPeerEnded = errors.New("serve: the stream from another instance ended")
 
@@ -72,7 +91,7 @@ func (s *Server) watchKey(w http.ResponseWriter, r *http.Request, v View, key []
 	}
 	parts := []int32{part}
 	wt := newWatcher(s.cfg.WatchBuffer)
-	start, cancel, err := v.Subscribe(SubscribeRequest{Partitions: parts, HasKey: true, Key: key, After: after.Only(parts)}, wt.pushChange)
+	start, cancel, err := v.Subscribe(SubscribeRequest{Partitions: parts, HasKey: true, Key: key, After: after.Only(parts), Ended: wt.ended}, wt.pushChange)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -149,7 +168,7 @@ func (s *Server) changes(w http.ResponseWriter, r *http.Request) {
 	wt := newWatcher(s.cfg.WatchBuffer)
 	cursor := Position{}
 	if len(local) > 0 {
-		start, cancel, err := v.Subscribe(SubscribeRequest{Partitions: local, After: after.Only(local)}, wt.pushChange)
+		start, cancel, err := v.Subscribe(SubscribeRequest{Partitions: local, After: after.Only(local), Ended: wt.ended}, wt.pushChange)
 		if err != nil {
 			s.writeError(w, r, err)
 			return
@@ -243,7 +262,8 @@ func (st *stream) drain(wt *watcher) {
 func (st *stream) handle(it item) {
 	switch {
 	case it.end != nil:
-		st.event("end", map[string]any{"position": st.cursor, "detail": "part of the stream ended; resume from this position"})
+		st.event("end", map[string]any{"position": st.cursor, "reason": endReason(it.end),
+			"detail": "the stream ended (" + it.end.Error() + "); resume from this position"})
 		st.err = it.end
 	case it.progress != nil:
 		st.progress(*it.progress)

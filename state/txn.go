@@ -236,6 +236,14 @@ func (t *Txn) Produce(ctx context.Context, cl *kgo.Client) error {
 		t.state = txnFailed
 		return err
 	}
+	// The offsets reached are staged now, so that reads through the Txn (Offset) see the
+	// position its writes will have once applied.
+	for _, tp := range t.order {
+		if err := t.applyMeta(tp); err != nil {
+			t.state = txnFailed
+			return err
+		}
+	}
 	t.state = txnProduced
 	return nil
 }
@@ -296,11 +304,6 @@ func (t *Txn) Apply() error {
 	}
 	t.state = txnDone
 	defer t.b.Close()
-	for _, tp := range t.order {
-		if err := t.applyMeta(tp); err != nil {
-			return err
-		}
-	}
 	if err := t.b.Commit(pebble.NoSync); err != nil {
 		return fmt.Errorf("state: apply: %w", err)
 	}

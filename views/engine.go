@@ -470,7 +470,7 @@ func (e *engine) batch(ctx context.Context, c consumer, fs kgo.Fetches) error {
 	}
 	e.rt.metrics.records.WithLabelValues(string(e.v.name)).Add(float64(n))
 	e.processed.Add(int64(n))
-	committed, err := e.commit(ctx, c)
+	committed, err := e.commit(ctx, c, touched)
 	if err != nil || !committed {
 		e.sidesDiscarded()
 		for _, t := range touched {
@@ -478,7 +478,6 @@ func (e *engine) batch(ctx context.Context, c consumer, fs kgo.Fetches) error {
 		}
 		return err
 	}
-	e.publish(touched)
 	e.sidesCommitted()
 	e.sizeRefused = false
 	e.recovered()
@@ -617,7 +616,7 @@ func parallel(n, workers int, fn func(i int)) {
 // to Pebble, then (at least once) the input offsets committed without waiting (commitAsync).
 // It reports false when an exactly-once transaction aborted: the session rewound the inputs
 // and the batch is redone.
-func (e *engine) commit(ctx context.Context, c consumer) (bool, error) {
+func (e *engine) commit(ctx context.Context, c consumer, touched []*runTask) (bool, error) {
 	polled := c.cl.UncommittedOffsets() // the batch's input: every record polled is in it
 	ws := e.batchWrites()
 	perr := e.waitProduced(ctx, c.cl, ws)
@@ -646,6 +645,9 @@ func (e *engine) commit(ctx context.Context, c consumer) (bool, error) {
 	} else if perr != nil {
 		return false, e.produceFailed(perr)
 	}
+	// The changes go to watchers before the stores are applied, so that no position a reader
+	// sees (an applied store's offset) is past a change not yet handed to them.
+	e.publish(touched)
 	for _, w := range ws {
 		if err := w.txn.Apply(); err != nil {
 			return false, fmt.Errorf("views: view %q: apply batch: %w", e.v.name, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"github.com/tarnhq/tarn/state"
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -102,14 +103,20 @@ func (f *feed) publish(changes []Change) {
 	}
 }
 
-// publish gives the batch's served changes their positions and hands them to the feed.
+// publish gives the batch's served changes their positions and hands them to the feed. It
+// runs once the batch is durable in Kafka and before its write sets are applied: the
+// positions are read through them.
 func (e *engine) publish(touched []*runTask) {
 	var all []Change
 	for _, t := range touched {
 		if len(t.changes) == 0 {
 			continue
 		}
-		off, _, err := t.served.Offset(e.rt.cfg.State)
+		var r state.Reader = e.rt.cfg.State
+		if t.w.txn != nil {
+			r = t.w.txn
+		}
+		off, _, err := t.served.Offset(r)
 		if err != nil {
 			e.log.Error("views: read applied offset for the change feed", "err", err)
 		}

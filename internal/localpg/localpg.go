@@ -160,10 +160,13 @@ func (p *Cluster) handOver() error {
 
 // Settings are the server settings tarn needs for logical replication.
 // docker-compose.yml sets the same (a test checks it).
+//
+// Every tarn app makes its own slot, and the integration tests run many apps on one cluster
+// without dropping them, hence room for a hundred.
 var Settings = []Setting{
 	{"wal_level", "logical"},
-	{"max_wal_senders", "20"},
-	{"max_replication_slots", "20"},
+	{"max_wal_senders", "100"},
+	{"max_replication_slots", "100"},
 	{"max_connections", "200"},
 }
 
