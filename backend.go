@@ -263,12 +263,9 @@ func (v *view) Windows(ctx context.Context, key []byte, from, to time.Time) ([]s
 	return out, servePosition(pos), nil
 }
 
-// Subscribe forwards the views change feed to serve.
-//
-// views gives live changes of one batch the offset the whole batch reached, and marks the
-// batch's last change. Only that last change may advance the position serve resumes from:
-// earlier changes of the batch carry the position before the batch, so a client reconnecting
-// in the middle of a batch gets the batch again (a repeat) rather than skipping its rest.
+// Subscribe forwards the views change feed to serve. Every change carries the offset of its
+// own changelog record, live or replayed, so a client resuming after any change replays
+// exactly the ones that followed it.
 func (v *view) Subscribe(req serve.SubscribeRequest, fn func(serve.Change) bool) (serve.Position, func(), error) {
 	if err := v.checkLocal(req.Partitions); err != nil {
 		return serve.Position{}, nil, err
@@ -294,7 +291,7 @@ func (v *view) Subscribe(req serve.SubscribeRequest, fn func(serve.Change) bool)
 		cancel()
 		return serve.Position{}, nil, serveError(err)
 	}
-	go v.forward(ctx, sub, req, after, fn, cancel)
+	go v.forward(ctx, sub, req, fn, cancel)
 	return start, func() { cancel(); sub.Close() }, nil
 }
 
@@ -328,7 +325,7 @@ func containsAll(have, want []int32) bool {
 	return true
 }
 
-func (v *view) forward(ctx context.Context, sub *views.Subscription, req serve.SubscribeRequest, resume views.Position, fn func(serve.Change) bool, cancel func()) {
+func (v *view) forward(ctx context.Context, sub *views.Subscription, req serve.SubscribeRequest, fn func(serve.Change) bool, cancel func()) {
 	defer cancel()
 	defer sub.Close()
 	tick := time.NewTicker(ownerCheck)
@@ -355,15 +352,12 @@ func (v *view) forward(ctx context.Context, sub *views.Subscription, req serve.S
 		if !slices.Contains(req.Partitions, c.Partition) {
 			continue
 		}
-		at := resume[c.Partition]
-		if c.Last {
-			at = c.Offset
-			resume[c.Partition] = c.Offset
-		}
+		// Every change has its own changelog offset (views publishes one per record), so
+		// positions, and the event ids made of them, rise strictly.
 		if req.HasKey && c.Key != string(req.Key) {
 			continue
 		}
-		if !fn(serve.Change{Partition: c.Partition, Offset: at, Key: []byte(c.Key), Value: c.Value}) {
+		if !fn(serve.Change{Partition: c.Partition, Offset: c.Offset, Key: []byte(c.Key), Value: c.Value}) {
 			return
 		}
 	}

@@ -296,6 +296,25 @@ func dedupe(errs []error) []error {
 	return out
 }
 
+// ChangelogOffset returns the changelog offset of the record Produce sent for key in s (for
+// a Window, the key of one window: see [Window.ChangelogKey]), and false when the Txn wrote
+// no such key or Produce has not succeeded. Each written key has one record, so the offsets
+// of a Txn's keys are distinct and give its writes a total order per partition.
+func (t *Txn) ChangelogOffset(s Store, key []byte) (int64, bool) {
+	if t.state != txnProduced && t.state != txnDone {
+		return 0, false
+	}
+	tp := t.parts[string(s.handle().ns)]
+	if tp == nil {
+		return 0, false
+	}
+	i, ok := tp.index[string(key)]
+	if !ok {
+		return 0, false
+	}
+	return tp.recs[i].Offset, true
+}
+
 // Apply writes the pending data and the changelog offsets it reaches in one Pebble batch.
 // Call it only after Produce succeeded and Kafka made the records durable.
 func (t *Txn) Apply() error {

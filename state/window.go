@@ -90,6 +90,12 @@ func (w *Window) ID() ID { return w.p.id }
 
 func (w *Window) handle() *part { return w.p }
 
+// ChangelogKey is the changelog key of key's window starting at start, as
+// [Txn.ChangelogOffset] takes it.
+func (w *Window) ChangelogKey(key []byte, start time.Time) []byte {
+	return appendWindowChangelogKey(nil, key, start.UnixMilli())
+}
+
 // Offset returns the changelog offset whose effects r contains, and false when nothing was
 // applied yet.
 func (w *Window) Offset(r Reader) (int64, bool, error) {

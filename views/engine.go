@@ -156,6 +156,9 @@ type engine struct {
 	joined atomic.Bool
 	// failed is why the engine is not processing while it retries; nil when it is.
 	failed atomic.Pointer[failure]
+	// publishMu orders a batch's publish-then-apply against a subscription's
+	// register-then-read-positions (feed.go).
+	publishMu sync.Mutex
 	// commits paces at-least-once offset commits (sendCommit).
 	commits struct {
 		sync.Mutex
@@ -646,14 +649,18 @@ func (e *engine) commit(ctx context.Context, c consumer, touched []*runTask) (bo
 		return false, e.produceFailed(perr)
 	}
 	// The changes go to watchers before the stores are applied, so that no position a reader
-	// sees (an applied store's offset) is past a change not yet handed to them.
+	// sees (an applied store's offset) is past a change not yet handed to them; publishMu
+	// keeps a new subscription from falling between the two (subscribe).
+	e.publishMu.Lock()
 	e.publish(touched)
 	for _, w := range ws {
 		if err := w.txn.Apply(); err != nil {
+			e.publishMu.Unlock()
 			return false, fmt.Errorf("views: view %q: apply batch: %w", e.v.name, err)
 		}
 		w.txn = nil
 	}
+	e.publishMu.Unlock()
 	e.mu.Lock()
 	for t, ps := range polled {
 		if e.mu.consumed[t] == nil {

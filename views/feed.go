@@ -1,10 +1,12 @@
 package views
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
 	"github.com/tarnhq/tarn/state"
+	"slices"
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -104,27 +106,18 @@ func (f *feed) publish(changes []Change) {
 }
 
 // publish gives the batch's served changes their positions and hands them to the feed. It
-// runs once the batch is durable in Kafka and before its write sets are applied: the
-// positions are read through them.
+// runs once the batch is durable in Kafka and before its write sets are applied (so that no
+// position a reader sees is past a change not yet handed over). Each change gets the offset
+// of its own changelog record: a batch keeps the last change of each key (as the changelog
+// does), in changelog order, so offsets rise strictly and a watcher resuming after any of
+// them replays from the changelog exactly what followed.
 func (e *engine) publish(touched []*runTask) {
 	var all []Change
 	for _, t := range touched {
 		if len(t.changes) == 0 {
 			continue
 		}
-		var r state.Reader = e.rt.cfg.State
-		if t.w.txn != nil {
-			r = t.w.txn
-		}
-		off, _, err := t.served.Offset(r)
-		if err != nil {
-			e.log.Error("views: read applied offset for the change feed", "err", err)
-		}
-		for i := range t.changes {
-			t.changes[i].Offset = off
-		}
-		t.changes[len(t.changes)-1].Last = true
-		all = append(all, t.changes...)
+		all = append(all, e.positioned(t)...)
 		t.changes = t.changes[:0]
 	}
 	if len(all) > 0 {
@@ -132,14 +125,53 @@ func (e *engine) publish(touched []*runTask) {
 	}
 }
 
+// positioned returns t's changes of the batch, one per changelog record, by offset.
+func (e *engine) positioned(t *runTask) []Change {
+	txn := t.w.txn
+	if txn == nil {
+		return nil // nothing was written: no change either
+	}
+	win, windowed := t.served.(*state.Window)
+	seen := make(map[string]bool, len(t.changes))
+	out := make([]Change, 0, len(t.changes))
+	for i := len(t.changes) - 1; i >= 0; i-- {
+		c := t.changes[i]
+		clKey := []byte(c.Key)
+		if windowed && c.Window != nil {
+			clKey = win.ChangelogKey(clKey, c.Window.Start)
+		}
+		if seen[string(clKey)] {
+			continue // a later change of the key in this batch replaced it
+		}
+		seen[string(clKey)] = true
+		off, ok := txn.ChangelogOffset(t.served, clKey)
+		if !ok {
+			e.log.Error("views: a change of the served store has no changelog record", "key", c.Key)
+			continue
+		}
+		c.Offset = off
+		out = append(out, c)
+	}
+	slices.SortFunc(out, func(a, b Change) int { return cmp.Compare(a.Offset, b.Offset) })
+	if len(out) > 0 {
+		out[len(out)-1].Last = true
+	}
+	return out
+}
+
 // subscribe starts a subscription of buffer changes; after, when not nil, holds per partition
 // the last position the watcher saw: changes after it are read back from the changelog first.
 func (e *engine) subscribe(ctx context.Context, after map[int32]int64, buffer int) (*Subscription, error) {
 	s := &Subscription{c: make(chan Change, buffer), live: make(chan Change, buffer), done: make(chan struct{}), feed: e.feed}
 	s.C = s.c
+	// Under publishMu a batch is either wholly published to s (added first) or applied
+	// before the positions are read (then replayed from the changelog).
+	e.publishMu.Lock()
 	e.feed.add(s)
+	positions := e.positions()
+	e.publishMu.Unlock()
 	ends := map[int32]int64{}
-	for p, off := range e.positions() {
+	for p, off := range positions {
 		if a, ok := after[p]; ok && a < off {
 			ends[p] = off
 		}
@@ -165,7 +197,12 @@ func (e *engine) deliver(ctx context.Context, s *Subscription, after, ends map[i
 		case <-s.done:
 			return
 		case c := <-s.live:
-			if c.Offset <= ends[c.Partition] {
+			// Replayed already, or before where the subscriber resumes. (A missing entry is
+			// not 0: the first record of a changelog partition is at offset 0.)
+			if end, ok := ends[c.Partition]; ok && c.Offset <= end {
+				continue
+			}
+			if a, ok := after[c.Partition]; ok && c.Offset <= a {
 				continue
 			}
 			select {
