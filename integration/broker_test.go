@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tarnhq/tarn/internal/testenv"
@@ -41,11 +40,7 @@ func brokerRestart(ctx context.Context, t *testing.T, broker *testenv.KafkaProce
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	for _, name := range []string{"trades", "clicks", "impressions", "ad-clicks"} {
-		if _, err := kadm.NewClient(cl).CreateTopic(ctx, 3, 1, nil, name); err != nil && !strings.Contains(err.Error(), "EXISTS") {
-			t.Fatal(err)
-		}
-	}
+	createEventTopics(ctx, t, broker.Brokers)
 	sym := "B" + app
 	produced := 0
 	produce := func(n int) {
@@ -61,13 +56,10 @@ func brokerRestart(ctx context.Context, t *testing.T, broker *testenv.KafkaProce
 		}
 	}
 	count := func(in *instance) int {
-		code, body := get(in.base + "/v1/views/price-range/keys/" + sym)
-		if code != http.StatusOK {
-			return -1
+		if n, ok := tradeCount(in, sym); ok {
+			return n
 		}
-		var got struct{ Value struct{ Count int } }
-		json.Unmarshal([]byte(body), &got)
-		return got.Value.Count
+		return -1
 	}
 	in := startServe(t, bin, "--app", app, "--kafka", strings.Join(broker.Brokers, ","), "--postgres", pg,
 		fmt.Sprintf("--exactly-once=%t", exactlyOnce))

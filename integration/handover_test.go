@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tarnhq/tarn/internal/partition"
@@ -37,11 +36,7 @@ func TestServeGracefulHandover(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	for _, name := range []string{"trades", "clicks", "impressions", "ad-clicks"} {
-		if _, err := kadm.NewClient(cl).CreateTopic(ctx, 3, 1, nil, name); err != nil && !strings.Contains(err.Error(), "EXISTS") {
-			t.Fatal(err)
-		}
-	}
+	createEventTopics(ctx, t, brokers)
 	symbols := make([]string, 12)
 	for i := range symbols {
 		symbols[i] = fmt.Sprintf("H%s-%d", app, i)

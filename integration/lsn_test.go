@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tarnhq/tarn/internal/testenv"
@@ -38,16 +36,7 @@ func readYourWrites(t *testing.T, exactlyOnce bool) {
 	bin := buildTarn(t)
 	app := fmt.Sprintf("ryw%d", time.Now().UnixNano()%1e9)
 	migrate(ctx, t, pg)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	for _, name := range []string{"trades", "clicks", "impressions", "ad-clicks"} {
-		if _, err := kadm.NewClient(cl).CreateTopic(ctx, 3, 1, nil, name); err != nil && !strings.Contains(err.Error(), "EXISTS") {
-			t.Fatal(err)
-		}
-	}
+	createEventTopics(ctx, t, brokers)
 	conn, err := pgx.Connect(ctx, pg)
 	if err != nil {
 		t.Fatal(err)
@@ -73,21 +62,12 @@ func readYourWrites(t *testing.T, exactlyOnce bool) {
 	var waits []time.Duration
 	for i := range iterations {
 		c := base + int64(i%customers)
-		var lsn string
-		_, err := conn.Exec(ctx, `INSERT INTO orders (id, customer_id, amount) VALUES ($1, $2, 1)`, base*10+int64(i), c)
-		if err == nil {
-			err = conn.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&lsn)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+		lsn := insertOrder(ctx, t, conn, base*10+int64(i), c)
 		want[c]++
 		began := time.Now()
-		code, body := get(fmt.Sprintf("%s/v1/views/orders-per-customer/keys/%d?min_lsn=%s&wait=20s", in.base, c, lsn))
+		code, n, body := ordersAt(in, c, lsn, "20s")
 		waits = append(waits, time.Since(began))
-		var got struct{ Value struct{ Orders int } }
-		json.Unmarshal([]byte(body), &got)
-		if code != http.StatusOK || got.Value.Orders != want[c] {
+		if code != http.StatusOK || n != want[c] {
 			for _, l := range strings.Split(in.stderr.String(), "\n") {
 				if strings.Contains(l, "a wait for applied") {
 					t.Log(l)
@@ -101,7 +81,7 @@ func readYourWrites(t *testing.T, exactlyOnce bool) {
 			pc()
 			rc.Close()
 			t.Fatalf("write %d (customer %d, lsn %s): read answered %d with %d orders, want %d: %s",
-				i, c, lsn, code, got.Value.Orders, want[c], strings.TrimSpace(body))
+				i, c, lsn, code, n, want[c], strings.TrimSpace(body))
 		}
 	}
 	slices.Sort(waits)

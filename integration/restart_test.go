@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tarnhq/tarn/internal/testenv"
@@ -44,11 +43,7 @@ func testRestarts(t *testing.T, exactlyOnce bool) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	for _, name := range []string{"trades", "clicks", "impressions", "ad-clicks"} {
-		if _, err := kadm.NewClient(cl).CreateTopic(ctx, 3, 1, nil, name); err != nil && !strings.Contains(err.Error(), "EXISTS") {
-			t.Fatal(err)
-		}
-	}
+	createEventTopics(ctx, t, brokers)
 	// Trades of one symbol (its own per app run), counted by price-range.
 	sym := "R" + app
 	produced := 0
@@ -61,15 +56,7 @@ func testRestarts(t *testing.T, exactlyOnce bool) {
 			}
 		}
 	}
-	count := func(in *instance) (int, bool) {
-		code, body := get(in.base + "/v1/views/price-range/keys/" + sym)
-		if code != http.StatusOK {
-			return 0, false
-		}
-		var got struct{ Value struct{ Count int } }
-		json.Unmarshal([]byte(body), &got)
-		return got.Value.Count, true
-	}
+	count := func(in *instance) (int, bool) { return tradeCount(in, sym) }
 
 	// An order per restart, read back with min_lsn: the CDC source must resume too.
 	conn, err := pgx.Connect(ctx, pg)
@@ -84,20 +71,10 @@ func testRestarts(t *testing.T, exactlyOnce bool) {
 	orders := 0
 	order := func(in *instance) time.Duration {
 		orders++
-		var lsn string
-		_, err := conn.Exec(ctx, `INSERT INTO orders (id, customer_id, amount) VALUES ($1, $2, 1)`, customer*10+int64(orders), customer)
-		if err == nil {
-			err = conn.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&lsn)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+		lsn := insertOrder(ctx, t, conn, customer*10+int64(orders), customer)
 		began := time.Now()
-		code, body := get(fmt.Sprintf("%s/v1/views/orders-per-customer/keys/%d?min_lsn=%s&wait=30s", in.base, customer, lsn))
-		var got struct{ Value struct{ Orders int } }
-		json.Unmarshal([]byte(body), &got)
-		if code != http.StatusOK || got.Value.Orders != orders {
-			t.Fatalf("order %d read with min_lsn %s: %d, %d orders, want %d: %s", orders, lsn, code, got.Value.Orders, orders, body)
+		if code, n, body := ordersAt(in, customer, lsn, "30s"); code != http.StatusOK || n != orders {
+			t.Fatalf("order %d read with min_lsn %s: %d, %d orders, want %d: %s", orders, lsn, code, n, orders, body)
 		}
 		return time.Since(began)
 	}
