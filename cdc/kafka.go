@@ -37,15 +37,21 @@ func (c *Config) kafkaOpts() []kgo.Opt {
 	return append(opts, c.KafkaOptions...)
 }
 
+// deliveryTimeout bounds how long the source waits for Kafka to take a record.
+const deliveryTimeout = 30 * time.Second
+
 // newProducer makes the client that writes table topics. Partitions are set on each record by
 // partition.For, so the manual partitioner is used. Batches are bounded per topic by limits,
 // which ensureTopics fills before anything is produced: a batch above a topic's
 // max.message.bytes would fail every record in it. The bytes buffered are bounded too (to
 // eight records of the maximum; small rows never reach it): a snapshot of large rows reads
 // Postgres faster than Kafka acknowledges, and 50000 buffered rows of megabytes each would
-// not fit in memory.
+// not fit in memory. A record Kafka does not take within deliveryTimeout fails its batch, so
+// that a broker outage ends the run (a transient failure: retried with backoff and shown as
+// failing) instead of stalling it while it reports itself up.
 func newProducer(c *Config, limits *topic.Limits) (*kgo.Client, error) {
 	opts := append(c.kafkaOpts(),
+		kgo.RecordDeliveryTimeout(deliveryTimeout),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.ProducerBatchMaxBytesFn(limits.BatchBytes),
 		kgo.MaxBufferedRecords(50000),

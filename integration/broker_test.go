@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tarnhq/tarn/internal/testenv"
@@ -101,6 +103,29 @@ func brokerRestart(ctx context.Context, t *testing.T, broker *testenv.KafkaProce
 		return n >= produced
 	})
 	t.Logf("exactly-once=%t: processing went on %s after the broker was back", exactlyOnce, time.Since(began).Round(100*time.Millisecond))
+	// The CDC source too: an order written now is read back with min_lsn.
+	conn, err := pgx.Connect(ctx, pg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	customer := rand.Int64N(1e12) + 3e12
+	if _, err := conn.Exec(ctx, `INSERT INTO customers (id, name, region) VALUES ($1, 'b', 'eu')`, customer); err != nil {
+		t.Fatal(err)
+	}
+	lsn := insertOrder(ctx, t, conn, customer*10, customer)
+	// The source may be in its backoff (up to 30s) when the broker returns: up to three
+	// reads of the longest wait.
+	for attempt := 1; ; attempt++ {
+		code, n, body := ordersAt(in, customer, lsn, "30s")
+		if code == http.StatusOK && n == 1 {
+			break
+		}
+		if code != http.StatusServiceUnavailable || attempt == 3 {
+			t.Fatalf("an order written after the outage, read with min_lsn %s: %d, %d orders: %s", lsn, code, n, body)
+		}
+	}
+	t.Logf("exactly-once=%t: the CDC source wrote an order and the view served it %s after the broker was back", exactlyOnce, time.Since(began).Round(100*time.Millisecond))
 	if exactlyOnce {
 		time.Sleep(2 * time.Second)
 		if n := count(in); n != produced {
