@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -171,4 +172,53 @@ func TestKafkaLagCountsWhatIsNotApplied(t *testing.T) {
 		return nil
 	})
 	t.Logf("largest lag seen: %d records (of %d produced up front)", maxLag, n)
+}
+
+// TestKafkaWatchdogShowsAStall blocks a view's code on one record: once no batch was applied
+// for StallTimeout while input waits, the view shows failing ("stalled"); when the code
+// returns, the view goes on and counts everything, and the failure clears.
+func TestKafkaWatchdogShowsAStall(t *testing.T) {
+	k := newKafkaEnv(t)
+	in := k.topic("events", 1)
+	release := make(chan struct{})
+	var once sync.Once
+	v, err := Define("counts", func(b *Builder) {
+		blocked := Map(Source(b, in, JSON[trade]()), "blocks", func(key string, tr trade) trade {
+			if key == "block" {
+				once.Do(func() { <-release })
+			}
+			return tr
+		})
+		Count(GroupBy(blocked, "by-symbol", bySymbol), "count").Serve()
+	})
+	must(t, err)
+	rt := k.runtime(Config{Views: []*View{v}, MaxPollRecords: 10, StallTimeout: 2 * time.Second})
+	var rs []*kgo.Record
+	rs = append(rs, jsonRecord(in, "block", 0, trade{Symbol: "S", Qty: 1}))
+	for i := range 99 {
+		rs = append(rs, jsonRecord(in, "e"+strconv.Itoa(i), int64(i+1), trade{Symbol: "S", Qty: 1}))
+	}
+	k.produce(rs...)
+	eventually(t, func() error {
+		info, err := rt.Info("counts")
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(info.Failing, "stalled") {
+			return fmt.Errorf("failing = %q, want stalled", info.Failing)
+		}
+		return nil
+	})
+	close(release)
+	eventually(t, func() error {
+		raw, _, err := rt.Get(context.Background(), "counts", "S")
+		if err != nil {
+			return err
+		}
+		info, _ := rt.Info("counts")
+		if string(raw) != "100" || info.Failing != "" {
+			return fmt.Errorf("count %s, failing %q", raw, info.Failing)
+		}
+		return nil
+	})
 }

@@ -156,6 +156,8 @@ type engine struct {
 	joined atomic.Bool
 	// failed is why the engine is not processing while it retries; nil when it is.
 	failed atomic.Pointer[failure]
+	// stalled is set by the watchdog (measureLag) when it closes a stalled session's client.
+	stalled atomic.Bool
 	// publishMu orders a batch's publish-then-apply against a subscription's
 	// register-then-read-positions (feed.go).
 	publishMu sync.Mutex
@@ -389,11 +391,15 @@ func (e *engine) session(ctx context.Context) error {
 	defer e.running.Store(false)
 	e.joined.Store(false)
 	defer e.joined.Store(false)
+	e.stalled.Store(false)
 	lagCtx, stopLag := context.WithCancel(ctx)
 	defer stopLag()
 	go e.measureLag(lagCtx, c.cl)
 	for {
 		fs := e.poll(ctx, c)
+		if e.stalled.Swap(false) && ctx.Err() == nil {
+			return errStalled
+		}
 		if fs.IsClientClosed() || ctx.Err() != nil {
 			return nil
 		}

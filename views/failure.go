@@ -33,7 +33,7 @@ func transient(err error) bool {
 		eof *kgo.ErrFirstReadEOF
 	)
 	switch {
-	case errors.Is(err, errRecreate), errors.As(err, &ne), errors.As(err, &eof),
+	case errors.Is(err, errRecreate), errors.Is(err, errStalled), errors.As(err, &ne), errors.As(err, &eof),
 		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
 		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
 		errors.Is(err, context.DeadlineExceeded), errors.Is(err, kgo.ErrClientClosed),

@@ -77,6 +77,11 @@ type Config struct {
 	// partitions: the time a SIGKILLed instance that does not come back stays unserved.
 	// The broker bounds it (group.min.session.timeout.ms, 6s by default). Default 10s.
 	SessionTimeout time.Duration
+	// StallTimeout is how long a view may apply no batch while input waits for it (lag > 0,
+	// nothing restoring) before its watchdog calls it stalled: it logs it, shows the view
+	// failing, and makes a new Kafka client (a batch stuck on a broker that came back, a
+	// transaction that never ends). Default 2m.
+	StallTimeout time.Duration
 	// IdleTimeout is how long an input partition may go without records before it stops
 	// holding back its task's watermark. Default 30s.
 	IdleTimeout time.Duration
@@ -122,6 +127,9 @@ type Config struct {
 func (c Config) withDefaults() Config {
 	if c.IdleTimeout == 0 {
 		c.IdleTimeout = 30 * time.Second
+	}
+	if c.StallTimeout == 0 {
+		c.StallTimeout = 2 * time.Minute
 	}
 	if c.SessionTimeout == 0 {
 		c.SessionTimeout = 10 * time.Second
