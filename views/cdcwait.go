@@ -42,12 +42,10 @@ func (r *Runtime) WaitApplied(ctx context.Context, view Name, ends map[string]ma
 	if err != nil {
 		return err
 	}
-	cl, err := kgo.NewClient(e.base...)
+	adm, err := e.waitClient()
 	if err != nil {
 		return err
 	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
 	for _, sub := range e.v.subs {
 		targets := map[string]map[int32]int64{}
 		for _, src := range sub.sources {
@@ -78,6 +76,31 @@ func (r *Runtime) WaitApplied(ctx context.Context, view Name, ends map[string]ma
 		}
 	}
 	return nil
+}
+
+// waitClient is the admin client of the engine's waits, made on the first one and shared by
+// all (a client per read would cost a connection and a metadata round trip each).
+func (e *engine) waitClient() (*kadm.Client, error) {
+	e.waits.Lock()
+	defer e.waits.Unlock()
+	if e.waits.adm == nil {
+		cl, err := kgo.NewClient(e.base...)
+		if err != nil {
+			return nil, err
+		}
+		e.waits.cl, e.waits.adm = cl, kadm.NewClient(cl)
+	}
+	return e.waits.adm, nil
+}
+
+// closeWaitClient closes the waits' client when the engine stops.
+func (e *engine) closeWaitClient() {
+	e.waits.Lock()
+	defer e.waits.Unlock()
+	if e.waits.cl != nil {
+		e.waits.cl.Close()
+		e.waits.cl, e.waits.adm = nil, nil
+	}
 }
 
 // waitCommitted polls the group's committed offsets until they reach targets.

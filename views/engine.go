@@ -158,6 +158,12 @@ type engine struct {
 	failed atomic.Pointer[failure]
 	// stalled is set by the watchdog (measureLag) when it closes a stalled session's client.
 	stalled atomic.Bool
+	// waits holds the client min_lsn reads wait with (cdcwait.go).
+	waits struct {
+		sync.Mutex
+		cl  *kgo.Client
+		adm *kadm.Client
+	}
 	// publishMu orders a batch's publish-then-apply against a subscription's
 	// register-then-read-positions (feed.go).
 	publishMu sync.Mutex
@@ -227,6 +233,7 @@ func (e *engine) run(ctx context.Context) error {
 	}
 	e.setUp.Store(true)
 	defer e.closeSides()
+	defer e.closeWaitClient()
 	for attempt := 0; ; attempt++ {
 		began := time.Now()
 		err := session(ctx)
