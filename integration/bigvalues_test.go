@@ -101,7 +101,7 @@ func testLargeValues(t *testing.T, bin string, flags ...string) {
 
 	args := append([]string{"--app", app, "--kafka", strings.Join(brokers, ","), "--postgres", pg}, flags...)
 	in := startServe(t, bin, args...)
-	waitServe(t, in, 2*time.Minute, "readyz", func() bool { code, _ := get(in.base + "/readyz"); return code == http.StatusOK })
+	waitReady(t, in, 2*time.Minute, "readyz")
 
 	// After the start: the replication stream writes these.
 	insert("r12", size12MB)

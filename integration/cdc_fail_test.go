@@ -132,7 +132,7 @@ func TestServeCDCRecovers(t *testing.T) {
 	if err := c.Resume(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitServe(t, in, 2*time.Minute, "/readyz 200 after Postgres started", func() bool { code, _ := get(in.base + "/readyz"); return code == http.StatusOK })
+	waitReady(t, in, 2*time.Minute, "/readyz 200 after Postgres started")
 	_, metrics = get(in.base + "/metrics")
 	if !hasMetric(metrics, "tarn_cdc_source_up", "1") {
 		t.Errorf("metrics after recovery: want tarn_cdc_source_up 1:\n%s", grepLines(metrics, "tarn_cdc_"))
@@ -149,7 +149,7 @@ func TestServeCDCRecovers(t *testing.T) {
 	if err := c.Resume(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitServe(t, in, 2*time.Minute, "/readyz 200 after Postgres restarted", func() bool { code, _ := get(in.base + "/readyz"); return code == http.StatusOK })
+	waitReady(t, in, 2*time.Minute, "/readyz 200 after Postgres restarted")
 
 	in.cmd.Process.Signal(syscall.SIGTERM)
 	select {
@@ -181,7 +181,7 @@ func TestServeCDCPublicationDropped(t *testing.T) {
 	migrate(ctx, t, pg)
 	app := fmt.Sprintf("droppub%d", time.Now().UnixNano()%1e9)
 	in := startServe(t, bin, "--app", app, "--kafka", strings.Join(kafka, ","), "--postgres", pg)
-	waitServe(t, in, 2*time.Minute, "readyz", func() bool { code, _ := get(in.base + "/readyz"); return code == http.StatusOK })
+	waitReady(t, in, 2*time.Minute, "readyz")
 	pub := "tarn_" + app // the source's default publication
 	execSQL(ctx, t, pg, "DROP PUBLICATION "+pub)
 	execSQL(ctx, t, pg, "INSERT INTO customers (id, name, region) VALUES (1, 'a', 'eu')")

@@ -6,11 +6,38 @@ import (
 	"fmt"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
 
 // Helpers for the tests that run cmd/tarn's example views through `tarn serve`.
+
+// waitReady waits until in's /readyz answers 200.
+func waitReady(t *testing.T, in *instance, limit time.Duration, what string) {
+	t.Helper()
+	waitServe(t, in, limit, what, func() bool { code, _ := get(in.base + "/readyz"); return code == http.StatusOK })
+}
+
+// priceRangeParts is what in says of price-range in /v1/views: the partitions it owns and
+// the view's partition count.
+func priceRangeParts(in *instance) (owned []int32, partitions int32) {
+	var body struct {
+		Views []struct {
+			Name       string
+			Owned      []int32
+			Partitions int32
+		}
+	}
+	_, raw := get(in.base + "/v1/views")
+	json.Unmarshal([]byte(raw), &body)
+	for _, v := range body.Views {
+		if v.Name == "price-range" {
+			return v.Owned, v.Partitions
+		}
+	}
+	return nil, 0
+}
 
 // tradeCount reads price-range's count of trades of sym through in; false unless it answers 200.
 func tradeCount(in *instance, sym string) (int, bool) {

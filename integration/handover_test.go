@@ -54,22 +54,7 @@ func TestServeGracefulHandover(t *testing.T) {
 
 	args := []string{"--app", app, "--kafka", strings.Join(brokers, ","), "--postgres", pg}
 	stays, leaves := startServe(t, bin, args...), startServe(t, bin, args...)
-	owned := func(in *instance) int {
-		var body struct {
-			Views []struct {
-				Name  string
-				Owned []int32
-			}
-		}
-		_, raw := get(in.base + "/v1/views")
-		json.Unmarshal([]byte(raw), &body)
-		for _, v := range body.Views {
-			if v.Name == "price-range" {
-				return len(v.Owned)
-			}
-		}
-		return 0
-	}
+	owned := func(in *instance) int { ps, _ := priceRangeParts(in); return len(ps) }
 	waitServe(t, stays, 2*time.Minute, "price-range's partitions to split between the instances", func() bool {
 		return owned(stays) > 0 && owned(leaves) > 0 && owned(stays)+owned(leaves) == 3
 	})
@@ -163,21 +148,8 @@ func TestServeGracefulHandover(t *testing.T) {
 
 // ownsKey reports whether in serves key itself (its read was not forwarded).
 func ownsKey(in *instance, key string) bool {
-	var body struct {
-		Views []struct {
-			Name       string
-			Owned      []int32
-			Partitions int32
-		}
-	}
-	_, raw := get(in.base + "/v1/views")
-	json.Unmarshal([]byte(raw), &body)
-	for _, v := range body.Views {
-		if v.Name == "price-range" {
-			return slices.Contains(v.Owned, partition.For([]byte(key), v.Partitions))
-		}
-	}
-	return false
+	owned, partitions := priceRangeParts(in)
+	return partitions > 0 && slices.Contains(owned, partition.For([]byte(key), partitions))
 }
 
 // lastEvent reads a server-sent event stream until it ends and returns its last event.

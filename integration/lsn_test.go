@@ -52,7 +52,7 @@ func readYourWrites(t *testing.T, exactlyOnce bool) {
 	}
 	in := startServe(t, bin, "--app", app, "--kafka", strings.Join(brokers, ","), "--postgres", pg,
 		fmt.Sprintf("--exactly-once=%t", exactlyOnce), "--log-level", "debug")
-	waitServe(t, in, 2*time.Minute, "readyz", func() bool { code, _ := get(in.base + "/readyz"); return code == http.StatusOK })
+	waitReady(t, in, 2*time.Minute, "readyz")
 
 	iterations := 200
 	if exactlyOnce {

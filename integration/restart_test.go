@@ -86,7 +86,7 @@ func testRestarts(t *testing.T, exactlyOnce bool) {
 	produce(50)
 	waitServe(t, in, 2*time.Minute, "the first count", func() bool { n, ok := count(in); return ok && n == produced })
 
-	waitServe(t, in, time.Minute, "readyz", func() bool { code, _ := get(in.base + "/readyz"); return code == http.StatusOK })
+	waitReady(t, in, time.Minute, "readyz")
 	order(in)
 	var took, cdcTook []time.Duration
 	for cycle := range 4 {

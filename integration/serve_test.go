@@ -111,24 +111,9 @@ func TestServeTwoInstances(t *testing.T) {
 	b := startServe(t, bin, common...)
 
 	for _, in := range []*instance{a, b} {
-		waitServe(t, in, 2*time.Minute, "readyz", func() bool { code, _ := get(in.base + "/readyz"); return code == http.StatusOK })
+		waitReady(t, in, 2*time.Minute, "readyz")
 	}
-	owned := func(in *instance) int {
-		var body struct {
-			Views []struct {
-				Name  string
-				Owned []int32
-			}
-		}
-		_, raw := get(in.base + "/v1/views")
-		json.Unmarshal([]byte(raw), &body)
-		for _, v := range body.Views {
-			if v.Name == "price-range" {
-				return len(v.Owned)
-			}
-		}
-		return -1
-	}
+	owned := func(in *instance) int { ps, _ := priceRangeParts(in); return len(ps) }
 	waitServe(t, a, 2*time.Minute, "price-range's partitions to split between the instances", func() bool {
 		na, nb := owned(a), owned(b)
 		return na+nb == 3 && na > 0 && nb > 0
