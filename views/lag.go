@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -120,10 +121,6 @@ func (e *engine) noteLag(ctx context.Context, adm *kadm.Client) int64 {
 
 // splitTopicPartition splits a "topic/partition" lag key.
 func splitTopicPartition(k string) (string, string) {
-	for i := len(k) - 1; i >= 0; i-- {
-		if k[i] == '/' {
-			return k[:i], k[i+1:]
-		}
-	}
-	return k, ""
+	i := strings.LastIndexByte(k, '/')
+	return k[:i], k[i+1:]
 }
