@@ -19,7 +19,7 @@ import (
 )
 
 // TestServeRestartsInSeconds SIGKILLs `tarn serve` and starts it again at once on the same data
-// folder, several times, under both guarantees. The restarted process is the same static
+// folder, restartCycles times, under both guarantees. The restarted process is the same static
 // member of the views' groups (its instance id is kept in the data folder), so it takes its
 // partitions back without waiting for its predecessor's session to expire: the session
 // timeout is set to 40 s here, and every restart must serve again well within it. /readyz must
@@ -30,8 +30,11 @@ func TestServeRestartsInSeconds(t *testing.T) {
 	}
 }
 
+// restartCycles is how many times each guarantee's instance is killed and started again.
+const restartCycles = 20
+
 func testRestarts(t *testing.T, exactlyOnce bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	brokers := testenv.Kafka(t)
 	pg := testenv.Postgres(t)
@@ -89,7 +92,7 @@ func testRestarts(t *testing.T, exactlyOnce bool) {
 	waitReady(t, in, time.Minute, "readyz")
 	order(in)
 	var took, cdcTook []time.Duration
-	for cycle := range 4 {
+	for cycle := range restartCycles {
 		in.cmd.Process.Signal(syscall.SIGKILL)
 		<-in.exited
 		produce(20) // while it is down

@@ -864,12 +864,50 @@ func (e *engine) dropAll() {
 }
 
 func (e *engine) openPending(ctx context.Context) error {
+	if len(e.pending) == 0 {
+		return nil
+	}
+	starts, err := e.startOffsets(ctx)
+	if err != nil {
+		return err
+	}
 	for id := range e.pending {
 		if _, err := e.task(ctx, id); err != nil {
 			return err
 		}
+		e.mu.Lock()
+		for t, sub := range e.subOf {
+			if o, ok := starts.Lookup(t, id.part); ok && sub.id == id.sub && o.At > e.mu.consumed[t][id.part] {
+				if e.mu.consumed[t] == nil {
+					e.mu.consumed[t] = map[int32]int64{}
+				}
+				e.mu.consumed[t][id.part] = o.At
+			}
+		}
+		e.mu.Unlock()
 	}
 	return nil
+}
+
+// startOffsets are the group's committed offsets, where the consumer starts each newly
+// assigned partition: a task opened there has applied everything below them (its store is
+// restored from a changelog that holds every committed batch's effects), so they count as
+// consumed. Without that, a partition that receives nothing new after a restart (or a
+// reconnection after a broker outage) would stay below a min_lsn read's target for ever,
+// its last transaction marker consumed only by the previous session.
+func (e *engine) startOffsets(ctx context.Context) (kadm.OffsetResponses, error) {
+	adm, err := e.waitClient()
+	if err != nil {
+		return nil, err
+	}
+	offs, err := adm.FetchOffsets(ctx, e.group)
+	if err == nil {
+		err = offs.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("views: view %q: fetch the group's offsets of the assigned partitions: %w", e.v.name, err)
+	}
+	return offs, nil
 }
 
 // holds reports whether this instance runs the task of id.
