@@ -134,7 +134,6 @@ func brokerRestart(ctx context.Context, t *testing.T, broker *testenv.KafkaProce
 	t.Logf("exactly-once=%t: the CDC source wrote an order and the view served it %s after the broker was back", exactlyOnce, time.Since(began).Round(100*time.Millisecond))
 }
 
-
 // TestServeWaitsForBroker starts `tarn serve` while its Kafka broker is down: it must neither
 // exit nor say it is ready, must say why, and must start serving by itself once the broker is
 // started.
