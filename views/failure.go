@@ -79,15 +79,51 @@ func (e *engine) recovered() {
 	}
 }
 
-// retry waits before the next attempt after err, logging it; false when ctx ended.
+// retry waits before the next attempt after err, logging it; false when ctx ended. While no
+// seed broker accepts a connection, the wait ends as soon as one does: a view should not sit
+// out the rest of a 30 s backoff after Kafka came back.
 func (e *engine) retry(ctx context.Context, what string, attempt int, err error) bool {
 	delay := retryDelay(attempt)
 	e.failing(err)
 	e.log.Warn("views: "+what+" failed; retrying", "attempt", attempt+1, "retry_in", delay, "err", err)
-	select {
-	case <-ctx.Done():
-		return false
-	case <-time.After(delay):
-		return true
+	timer := time.NewTimer(delay)
+	defer timer.Stop()
+	var probe <-chan time.Time
+	if delay > reachProbe && !reachable(ctx, e.rt.cfg.Brokers) {
+		tick := time.NewTicker(reachProbe)
+		defer tick.Stop()
+		probe = tick.C
 	}
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-timer.C:
+			return true
+		case <-probe:
+			if reachable(ctx, e.rt.cfg.Brokers) {
+				e.log.Info("views: Kafka accepts connections again; retrying now", "attempt", attempt+2)
+				return true
+			}
+		}
+	}
+}
+
+// reachProbe is how often a retrying engine tries to connect to the seed brokers.
+const reachProbe = time.Second
+
+// reachable reports whether any seed broker accepts a TCP connection (Kafka's default port
+// when a seed names none).
+func reachable(ctx context.Context, brokers []string) bool {
+	d := net.Dialer{Timeout: reachProbe / 2}
+	for _, b := range brokers {
+		if _, _, err := net.SplitHostPort(b); err != nil {
+			b = net.JoinHostPort(b, "9092")
+		}
+		if c, err := d.DialContext(ctx, "tcp", b); err == nil {
+			c.Close()
+			return true
+		}
+	}
+	return false
 }
