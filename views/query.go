@@ -10,8 +10,6 @@ import (
 
 	"github.com/tarnhq/tarn/internal/partition"
 	"github.com/tarnhq/tarn/state"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Position is, per partition of a view, the changelog offset of its served store that the
@@ -367,12 +365,11 @@ func (e *engine) owner(ctx context.Context, p int32) (string, error) {
 }
 
 func (e *engine) owners(ctx context.Context) (map[int32]string, error) {
-	cl, err := kgo.NewClient(e.base...)
+	adm, err := e.waitClient() // a client per call would cost a connection and a metadata round trip
 	if err != nil {
 		return nil, err
 	}
-	defer cl.Close()
-	groups, err := kadm.NewClient(cl).DescribeGroups(ctx, e.group)
+	groups, err := adm.DescribeGroups(ctx, e.group)
 	if err != nil {
 		return nil, fmt.Errorf("views: view %q: describe group %s: %w", e.v.name, e.group, err)
 	}
