@@ -7,10 +7,12 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tarnhq/tarn/internal/testenv"
@@ -120,18 +122,80 @@ func brokerRestart(ctx context.Context, t *testing.T, broker *testenv.KafkaProce
 		t.Fatal(err)
 	}
 	lsn := insertOrder(ctx, t, conn, customer*10, customer)
-	// The source may be in its backoff (up to 30s) when the broker returns: up to three
-	// reads of the longest wait.
-	for attempt := 1; ; attempt++ {
+	// The source may be in its backoff (up to 30s) when the broker returns, and the view may
+	// still be starting (a read then answers 503 moving at once): read again for up to 90s.
+	deadline := time.Now().Add(90 * time.Second)
+	for {
 		code, n, body := ordersAt(in, customer, lsn, "30s")
 		if code == http.StatusOK && n == 1 {
 			break
 		}
-		if code != http.StatusServiceUnavailable || attempt == 3 {
+		if code != http.StatusServiceUnavailable || time.Now().After(deadline) {
+			diagnose(ctx, t, broker.Brokers, app, in)
 			t.Fatalf("an order written after the outage, read with min_lsn %s: %d, %d orders: %s", lsn, code, n, body)
 		}
+		time.Sleep(250 * time.Millisecond)
 	}
 	t.Logf("exactly-once=%t: the CDC source wrote an order and the view served it %s after the broker was back", exactlyOnce, time.Since(began).Round(100*time.Millisecond))
+}
+
+// diagnose logs, for a failed read-back, where the CDC order got to: the app's topics'
+// ends, the view's committed offsets, the CDC position records and the log lines about them.
+func diagnose(ctx context.Context, t *testing.T, brokers []string, app string, in *instance) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		return
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	tps, _ := adm.ListTopics(ctx)
+	var names []string
+	for _, d := range tps.Sorted() {
+		if strings.HasPrefix(d.Topic, app+".") && (strings.Contains(d.Topic, "orders") || strings.Contains(d.Topic, "position")) {
+			names = append(names, d.Topic)
+		}
+	}
+	ends, _ := adm.ListEndOffsets(ctx, names...)
+	stable, _ := adm.ListCommittedOffsets(ctx, names...)
+	ends.Each(func(o kadm.ListedOffset) {
+		l, _ := stable.Lookup(o.Topic, o.Partition)
+		t.Logf("diagnose: %s/%d end %d, last stable %d", o.Topic, o.Partition, o.Offset, l.Offset)
+	})
+	offs, _ := adm.FetchOffsets(ctx, app+".orders-per-customer.v1")
+	offs.Each(func(o kadm.OffsetResponse) { t.Logf("diagnose: committed %s/%d %d", o.Topic, o.Partition, o.At) })
+	_, views := get(in.base + "/v1/views")
+	t.Logf("diagnose: /v1/views %s", views)
+	pc, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeRegex(), kgo.ConsumeTopics("^"+app+`\.cdc-position\.`),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err == nil {
+		pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		for pctx.Err() == nil {
+			pc.PollFetches(pctx).EachRecord(func(r *kgo.Record) { t.Logf("diagnose: position record %d %s", r.Offset, r.Value) })
+		}
+		cancel()
+		pc.Close()
+	}
+	var lines []string
+	for _, l := range strings.Split(in.stderr.String(), "\n") {
+		if strings.Contains(l, "cdc") || strings.Contains(l, "orders-per-customer") && !strings.Contains(l, "restored") {
+			lines = append(lines, l)
+		}
+	}
+	t.Logf("diagnose: log lines of the CDC source and the view:\n%s", strings.Join(lines[max(0, len(lines)-60):], "\n"))
+	// Where it is stuck: Go dumps every goroutine on SIGQUIT.
+	in.cmd.Process.Signal(syscall.SIGQUIT)
+	select {
+	case <-in.exited:
+	case <-time.After(10 * time.Second):
+	}
+	dump := in.stderr.String()
+	if i := strings.Index(dump, "\ngoroutine "); i >= 0 {
+		for _, g := range strings.Split(dump[i:], "\n\n") {
+			if strings.Contains(g, "tarn/views.") || strings.Contains(g, "tarn.") {
+				t.Logf("diagnose: %s", g)
+			}
+		}
+	}
 }
 
 // TestServeWaitsForBroker starts `tarn serve` while its Kafka broker is down: it must neither
