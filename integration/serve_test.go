@@ -42,7 +42,11 @@ func startServe(t *testing.T, bin string, args ...string) *instance {
 
 // startServeIn starts `tarn serve` on the data folder dataDir (a restart when it was used before).
 func startServeIn(t *testing.T, bin, dataDir string, args ...string) *instance {
-	addr := freeAddr(t)
+	return startServeAt(t, bin, freeAddr(t), dataDir, args...)
+}
+
+// startServeAt starts `tarn serve` listening on addr: a restart where an instance was.
+func startServeAt(t *testing.T, bin, addr, dataDir string, args ...string) *instance {
 	in := &instance{base: "http://" + addr, dataDir: dataDir, stderr: &strings.Builder{}, exited: make(chan error, 1)}
 	in.cmd = exec.Command(bin, append([]string{"serve", "--http", addr, "--data-dir", in.dataDir}, args...)...)
 	in.cmd.Stderr = in.stderr
