@@ -56,7 +56,7 @@ func ExamplePosition_Token() {
 	fmt.Println(tok, err, back.Offsets[0], back.Offsets[3], back.LSN)
 
 	// min_offsets names the records a client wrote; the view has them once past each.
-	min, _ := serve.ParseMinOffsets("0:41,3:6")
+	min, _, _ := serve.ParseMinOffsets("0:41,3:6")
 	fmt.Println(pos.Reached(min))
 	// Output:
 	// AQHIsNOb6wICACoDBw <nil> 42 7 16/B374D848
