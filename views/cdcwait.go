@@ -3,6 +3,7 @@ package views
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -179,4 +180,23 @@ func reached(targets map[string]map[int32]int64, at func(t string, p int32) int6
 		}
 	}
 	return true
+}
+
+// Inputs are the topics the serving version of view reads through its consumer group, in
+// name order, at any step (also before a repartition), but not its own repartition topics
+// nor its co-tables or followed topics: those whose records [Runtime.WaitApplied] can wait
+// for when a producer names them.
+func (r *Runtime) Inputs(view Name) ([]string, error) {
+	e, err := r.queryable(view)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for name, src := range e.bySource {
+		if src.topic.repartition == "" {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
 }
