@@ -83,9 +83,7 @@ func (b *backend) Ready() error {
 
 // viewInfo describes a view, failing while the CDC source it reads cannot run.
 func (b *backend) viewInfo(in views.Info) serve.ViewInfo {
-	lsn := b.lsns.of(in.Name, false) // taken late, so no newer than in.Positions: a bound too low
 	info := viewInfo(in)
-	info.Position.LSN = lsn
 	if p := b.cdc.problem(); p != "" && info.Problem == "" && b.cdc.feeds(in) {
 		info.State, info.Problem = serve.StateFailing, p
 	}
@@ -177,7 +175,7 @@ func (v *view) Owner(p int32) serve.Owner {
 // Position carries the LSN the view is known to have applied, taken before the offsets so
 // that they cover it.
 func (v *view) Position() serve.Position {
-	lsn := v.b.lsns.of(v.name, true)
+	lsn := v.b.lsns.of(v.name)
 	pos := servePosition(v.info().Positions)
 	pos.LSN = lsn
 	return pos
@@ -234,7 +232,7 @@ func position(p views.Position, lsn serve.LSN) serve.Position {
 }
 
 func (v *view) Get(ctx context.Context, key []byte) (serve.Read, error) {
-	lsn := v.b.lsns.of(v.name, true)
+	lsn := v.b.lsns.of(v.name)
 	val, pos, err := v.b.rt.Get(ctx, v.name, string(key))
 	if errors.Is(err, views.ErrNotFound) {
 		return serve.Read{Position: position(pos, lsn)}, nil
@@ -258,7 +256,7 @@ func (v *view) Scan(_ context.Context, req serve.ScanRequest) (serve.ScanResult,
 	}
 	var lsn serve.LSN
 	if serving, _ := v.b.rt.Serving(v.name); pin.Version() == serving {
-		lsn = v.b.lsns.of(v.name, true) // an older pinned version's LSN is not known
+		lsn = v.b.lsns.of(v.name) // an older pinned version's LSN is not known
 	}
 	entries, pos, err := pin.Scan(views.ScanRange{Partitions: req.Partitions, Start: string(req.Start),
 		End: string(req.End), Limit: req.Limit + 1})
@@ -292,7 +290,7 @@ func (v *view) checkLocal(parts []int32) error {
 }
 
 func (v *view) Windows(ctx context.Context, key []byte, from, to time.Time) ([]serve.Window, serve.Position, error) {
-	lsn := v.b.lsns.of(v.name, true)
+	lsn := v.b.lsns.of(v.name)
 	wins, pos, err := v.b.rt.Windows(ctx, v.name, string(key), from, to)
 	if err != nil {
 		return nil, serve.Position{}, serveError(err)
@@ -313,7 +311,7 @@ func (v *view) Subscribe(req serve.SubscribeRequest, fn func(serve.Change) bool)
 	}
 	// The LSN vouches for the current offsets only: a stream that resumes from older ones
 	// has not yet been handed everything up to it (its progress events carry it later).
-	lsn := v.b.lsns.of(v.name, true)
+	lsn := v.b.lsns.of(v.name)
 	current := v.info().Positions
 	after := views.Position{}
 	start := serve.Position{Offsets: map[int32]int64{}, LSN: lsn}

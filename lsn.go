@@ -161,8 +161,8 @@ type appliedLSN struct {
 
 // viewLSN is what appliedLSN knows of one view.
 type viewLSN struct {
-	cdc       bool      // the view reads CDC table topics; known once it ran
-	known     bool      // cdc is known
+	cdc       bool      // the view reads CDC table topics
+	cdcOf     int       // the serving version cdc was found for; 0: not yet
 	version   int       // the serving version lsn holds for
 	lsn       serve.LSN // 0: none known
 	lastRead  time.Time
@@ -183,9 +183,9 @@ func (a *appliedLSN) close() {
 }
 
 // of returns the LSN that view is known to have applied, 0 if none (or if it is not
-// CDC-fed). With read, it is a read's: it keeps the view's follower running. Take it before
-// reading the data it goes with, so that the data is at least as new.
-func (a *appliedLSN) of(view views.Name, read bool) serve.LSN {
+// CDC-fed), for a read: it keeps the view's follower running. Take it before reading the
+// data it goes with, so that the data is at least as new.
+func (a *appliedLSN) of(view views.Name) serve.LSN {
 	if a == nil {
 		return 0
 	}
@@ -200,23 +200,21 @@ func (a *appliedLSN) of(view views.Name, read bool) serve.LSN {
 		v = &viewLSN{}
 		a.mu.views[view] = v
 	}
-	if !v.known {
+	if v.cdcOf != version { // a rebuilt version may read other topics
 		topics, err := a.rt.CDCTopics(view)
 		if err != nil {
 			return 0
 		}
-		v.cdc, v.known = len(topics) > 0, true
+		v.cdc, v.cdcOf = len(topics) > 0, version
 	}
 	if !v.cdc {
 		return 0
 	}
-	if read {
-		v.lastRead = time.Now()
-		if !v.following && a.ctx.Err() == nil {
-			v.following = true
-			a.wg.Add(1)
-			go a.follow(view)
-		}
+	v.lastRead = time.Now()
+	if !v.following && a.ctx.Err() == nil {
+		v.following = true
+		a.wg.Add(1)
+		go a.follow(view)
 	}
 	if v.version != version {
 		return 0
@@ -237,7 +235,7 @@ func (a *appliedLSN) proved(view views.Name, version int, lsn serve.LSN) {
 	v := a.mu.views[view]
 	if v == nil {
 		// A min_lsn wait before the view's first read: a proved LSN means it is CDC-fed.
-		v = &viewLSN{cdc: true, known: true}
+		v = &viewLSN{cdc: true, cdcOf: version}
 		a.mu.views[view] = v
 	}
 	if v.version != version {
