@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"mime"
 	"net/http"
 	"net/url"
@@ -47,7 +48,7 @@ type ReadOption interface{ applyRead(*readConfig) }
 
 type readConfig struct {
 	lsn     LSN
-	records []string // topic:partition:offset
+	records map[string]int64 // "topic:partition" → the highest offset named
 	wait    time.Duration
 }
 
@@ -65,10 +66,17 @@ func AfterLSN(lsn LSN) ReadOption {
 
 // AfterRecord waits until the view has applied the record at offset of partition of topic,
 // as the producer's acknowledgement named it; the topic must be an input of the view (any
-// step of it), or the server answers 400. Several AfterRecord wait for all their records.
+// step of it), or the server answers 400. Several AfterRecord wait for all their records
+// (on one partition, for the last: a view applies a partition in order).
 func AfterRecord(topic string, partition int32, offset int64) ReadOption {
 	return readOptionFunc(func(c *readConfig) {
-		c.records = append(c.records, topic+":"+strconv.FormatInt(int64(partition), 10)+":"+strconv.FormatInt(offset, 10))
+		tp := topic + ":" + strconv.FormatInt(int64(partition), 10)
+		if c.records == nil {
+			c.records = map[string]int64{}
+		}
+		if cur, ok := c.records[tp]; !ok || offset > cur {
+			c.records[tp] = offset
+		}
 	})
 }
 
@@ -109,7 +117,11 @@ func (c *Client) Get(ctx context.Context, view, key string, opts ...ReadOption) 
 		q.Set("min_lsn", rc.lsn.String())
 	}
 	if len(rc.records) > 0 {
-		q.Set("min_offsets", strings.Join(slices.Compact(slices.Sorted(slices.Values(rc.records))), ","))
+		items := make([]string, 0, len(rc.records))
+		for _, tp := range slices.Sorted(maps.Keys(rc.records)) {
+			items = append(items, tp+":"+strconv.FormatInt(rc.records[tp], 10))
+		}
+		q.Set("min_offsets", strings.Join(items, ","))
 	}
 	if rc.wait > 0 {
 		q.Set("wait", rc.wait.String())

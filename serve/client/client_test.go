@@ -21,7 +21,7 @@ func TestGetSendsWhatToWaitFor(t *testing.T) {
 	defer ts.Close()
 	c := client.New(ts.URL + "/")
 	rd, err := c.Get(context.Background(), "v", "a/b", client.AfterLSN(0x1000), client.AfterLSN(0x16B374D848),
-		client.AfterRecord("trades", 3, 41), client.AfterRecord("orders", 0, 7), client.AfterRecord("trades", 3, 41),
+		client.AfterRecord("trades", 3, 41), client.AfterRecord("orders", 0, 7), client.AfterRecord("trades", 3, 12),
 		client.Wait(2*time.Second))
 	if err != nil {
 		t.Fatal(err)
