@@ -244,21 +244,26 @@ func (a *appliedLSN) proved(view views.Name, version int, lsn serve.LSN) {
 	v.lsn = max(v.lsn, lsn)
 }
 
+// stopFollowing lets the next read of view start a follower again.
+func (a *appliedLSN) stopFollowing(view views.Name) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.mu.views[view].following = false
+}
+
 // follow runs waitApplied rounds for view until it has not been read for followIdle.
 func (a *appliedLSN) follow(view views.Name) {
 	defer a.wg.Done()
 	for a.ctx.Err() == nil {
 		a.mu.Lock()
 		v := a.mu.views[view]
-		idle := time.Since(v.lastRead) > followIdle
-		if idle {
-			v.following = false
+		if time.Since(v.lastRead) > followIdle {
+			v.following = false // under the lock a read checks it with
+			a.mu.Unlock()
+			return
 		}
 		from := v.lsn
 		a.mu.Unlock()
-		if idle {
-			return
-		}
 		version, err := a.rt.Serving(view)
 		if err == nil {
 			// A bounded round, so that a source that stopped moving lets the follower see
@@ -267,6 +272,10 @@ func (a *appliedLSN) follow(view views.Name) {
 			var lsn serve.LSN
 			lsn, err = a.pos.waitApplied(ctx, a.rt, view, from+1)
 			cancel()
+			if err == nil && lsn == 0 {
+				a.stopFollowing(view) // the serving version reads no CDC table (any more)
+				return
+			}
 			a.proved(view, version, lsn)
 		}
 		if err != nil && !errors.Is(err, context.DeadlineExceeded) && a.ctx.Err() == nil {
