@@ -23,6 +23,9 @@ type backend struct {
 	owners *ownerCache
 	// cdcPos follows the CDC source's position for min_lsn reads; nil without a CDC source.
 	cdcPos *cdcPosition
+	// lsns knows the LSN each CDC-fed view has applied, for the positions of answers; nil
+	// without a CDC source.
+	lsns *appliedLSN
 	// stopping is closed when the instance starts to stop: live subscriptions end with
 	// serve.ErrStopping, so that their clients resume elsewhere.
 	stopping     chan struct{}
@@ -32,8 +35,9 @@ type backend struct {
 // stop ends the live subscriptions (see stopping).
 func (b *backend) stop() { b.stoppingOnce.Do(func() { close(b.stopping) }) }
 
-func newBackend(rt *views.Runtime, cdc *cdcHealth, pos *cdcPosition) *backend {
-	return &backend{rt: rt, cdc: cdc, cdcPos: pos, stopping: make(chan struct{}), owners: &ownerCache{rt: rt, ttl: time.Second, byView: map[views.Name]ownerEntry{}}}
+// newBackend makes the backend; with a CDC source (pos), close its lsns when done.
+func newBackend(rt *views.Runtime, cdc *cdcHealth, pos *cdcPosition, lsns *appliedLSN) *backend {
+	return &backend{rt: rt, cdc: cdc, cdcPos: pos, lsns: lsns, stopping: make(chan struct{}), owners: &ownerCache{rt: rt, ttl: time.Second, byView: map[views.Name]ownerEntry{}}}
 }
 
 func (b *backend) Views() []serve.ViewInfo {
@@ -168,18 +172,29 @@ func (v *view) Owner(p int32) serve.Owner {
 	return serve.Owner{Addr: v.b.owners.owner(v.name, p)}
 }
 
-func (v *view) Position() serve.Position { return servePosition(v.info().Positions) }
+// Position carries the LSN the view is known to have applied, taken before the offsets so
+// that they cover it.
+func (v *view) Position() serve.Position {
+	lsn := v.b.lsns.of(v.name)
+	pos := servePosition(v.info().Positions)
+	pos.LSN = lsn
+	return pos
+}
 
 // WaitFor polls: positions move once per processed batch, and a few milliseconds of delay is
 // far below a batch's duration. A target LSN (min_lsn) is reached once the view applied
 // every change the CDC source wrote up to it (cdcPosition.waitApplied); a view that reads no
-// CDC table, or an app without a CDC source, has nothing to wait for.
+// CDC table, or an app without a CDC source, has nothing to wait for. What such a wait
+// proves is remembered for the positions of answers (appliedLSN).
 func (v *view) WaitFor(ctx context.Context, target serve.Position) error {
 	if target.LSN != 0 {
 		if v.b.cdcPos != nil {
-			if err := v.b.cdcPos.waitApplied(ctx, v.b.rt, v.name, uint64(target.LSN)); err != nil {
+			version, _ := v.b.rt.Serving(v.name)
+			lsn, err := v.b.cdcPos.waitApplied(ctx, v.b.rt, v.name, target.LSN)
+			if err != nil {
 				return err
 			}
+			v.b.lsns.proved(v.name, version, lsn)
 		}
 		target.LSN = 0
 	}
@@ -187,7 +202,7 @@ func (v *view) WaitFor(ctx context.Context, target serve.Position) error {
 	defer tick.Stop()
 	for {
 		in := v.info()
-		if v.Position().Reached(target.Only(in.Owned)) {
+		if servePosition(in.Positions).Reached(target.Only(in.Owned)) {
 			return nil
 		}
 		select {
@@ -198,15 +213,34 @@ func (v *view) WaitFor(ctx context.Context, target serve.Position) error {
 	}
 }
 
+// Inputs and WaitInputs make the view a serve.InputWaiter: min_offsets=topic:partition:offset
+// waits as min_lsn does, from the producer's record instead of the table topics' ends.
+func (v *view) Inputs() []string {
+	topics, _ := v.b.rt.Inputs(v.name)
+	return topics
+}
+
+func (v *view) WaitInputs(ctx context.Context, next serve.InputOffsets) error {
+	return v.b.rt.WaitApplied(ctx, v.name, next)
+}
+
+// position is the position of an answer read after the LSN was taken (see Position).
+func position(p views.Position, lsn serve.LSN) serve.Position {
+	out := servePosition(p)
+	out.LSN = lsn
+	return out
+}
+
 func (v *view) Get(ctx context.Context, key []byte) (serve.Read, error) {
+	lsn := v.b.lsns.of(v.name)
 	val, pos, err := v.b.rt.Get(ctx, v.name, string(key))
 	if errors.Is(err, views.ErrNotFound) {
-		return serve.Read{Position: servePosition(pos)}, nil
+		return serve.Read{Position: position(pos, lsn)}, nil
 	}
 	if err != nil {
 		return serve.Read{}, serveError(err)
 	}
-	return serve.Read{Found: true, Value: val, Position: servePosition(pos)}, nil
+	return serve.Read{Found: true, Value: val, Position: position(pos, lsn)}, nil
 }
 
 // Scan reads the version req names (pinned by the scan's first page) and asks views for one
@@ -220,12 +254,16 @@ func (v *view) Scan(_ context.Context, req serve.ScanRequest) (serve.ScanResult,
 	if err != nil {
 		return serve.ScanResult{}, serveError(err)
 	}
+	var lsn serve.LSN
+	if serving, _ := v.b.rt.Serving(v.name); pin.Version() == serving {
+		lsn = v.b.lsns.of(v.name) // an older pinned version's LSN is not known
+	}
 	entries, pos, err := pin.Scan(views.ScanRange{Partitions: req.Partitions, Start: string(req.Start),
 		End: string(req.End), Limit: req.Limit + 1})
 	if err != nil {
 		return serve.ScanResult{}, serveError(err)
 	}
-	res := serve.ScanResult{Version: pin.Version(), Position: servePosition(pos).Only(req.Partitions)}
+	res := serve.ScanResult{Version: pin.Version(), Position: position(pos, lsn).Only(req.Partitions)}
 	if len(entries) > req.Limit {
 		entries, res.More = entries[:req.Limit], true
 	}
@@ -252,6 +290,7 @@ func (v *view) checkLocal(parts []int32) error {
 }
 
 func (v *view) Windows(ctx context.Context, key []byte, from, to time.Time) ([]serve.Window, serve.Position, error) {
+	lsn := v.b.lsns.of(v.name)
 	wins, pos, err := v.b.rt.Windows(ctx, v.name, string(key), from, to)
 	if err != nil {
 		return nil, serve.Position{}, serveError(err)
@@ -260,7 +299,7 @@ func (v *view) Windows(ctx context.Context, key []byte, from, to time.Time) ([]s
 	for _, w := range wins {
 		out = append(out, serve.Window{Start: w.Start, End: w.End, Value: w.Value})
 	}
-	return out, servePosition(pos), nil
+	return out, position(pos, lsn), nil
 }
 
 // Subscribe forwards the views change feed to serve. Every change carries the offset of its
@@ -270,13 +309,17 @@ func (v *view) Subscribe(req serve.SubscribeRequest, fn func(serve.Change) bool)
 	if err := v.checkLocal(req.Partitions); err != nil {
 		return serve.Position{}, nil, err
 	}
+	// The LSN vouches for the current offsets only: a stream that resumes from older ones
+	// has not yet been handed everything up to it (its progress events carry it later).
+	lsn := v.b.lsns.of(v.name)
 	current := v.info().Positions
 	after := views.Position{}
-	start := serve.Position{Offsets: map[int32]int64{}}
+	start := serve.Position{Offsets: map[int32]int64{}, LSN: lsn}
 	for _, p := range req.Partitions {
 		if next, ok := req.After.Offsets[p]; ok {
 			after[p] = next - 1
 			start.Offsets[p] = next
+			start.LSN = 0
 		} else if off, ok := current[p]; ok {
 			after[p] = off
 			start.Offsets[p] = off + 1

@@ -98,7 +98,12 @@ func runInstance(ctx context.Context, p Program, cfg Config, log *slog.Logger, r
 		}
 	}
 	health := newCDCHealth(src, cfg.App, p.CDCTables)
-	be := newBackend(rt, health, cdcPos)
+	var lsns *appliedLSN
+	if cdcPos != nil {
+		lsns = newAppliedLSN(cdcPos, rt, log)
+		defer lsns.close()
+	}
+	be := newBackend(rt, health, cdcPos, lsns)
 	srv, err := serve.New(serve.Config{Backend: be, Addr: cfg.HTTP, TokenFile: cfg.TokenFile,
 		Home: http.HandlerFunc(home), Logger: log, Registerer: reg})
 	if err != nil {

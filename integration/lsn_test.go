@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tarnhq/tarn/internal/testenv"
+	"github.com/tarnhq/tarn/serve/client"
 )
 
 // TestServeReadYourWrites writes to Postgres and at once reads the CDC-fed view with
@@ -21,7 +23,9 @@ import (
 // the commit's end whatever synchronous_commit is (the test cluster runs with it off, where
 // pg_current_wal_lsn() can trail the commit)>, through `tarn serve`, under both
 // guarantees: every read must see its write (the view aggregates orders per customer, through
-// a repartition step, so the wait covers both sub-topologies).
+// a repartition step, so the wait covers both sub-topologies), and its position's LSN must be
+// at or past the write's. Afterwards a read without min_lsn must come to carry an LSN at or
+// past the last write too (the instance follows the view's applied LSN by itself).
 func TestServeReadYourWrites(t *testing.T) {
 	for _, eos := range []bool{false, true} {
 		t.Run(fmt.Sprintf("exactly-once=%t", eos), func(t *testing.T) { readYourWrites(t, eos) })
@@ -67,6 +71,11 @@ func readYourWrites(t *testing.T, exactlyOnce bool) {
 		began := time.Now()
 		code, n, body := ordersAt(in, c, lsn, "20s")
 		waits = append(waits, time.Since(began))
+		if code == http.StatusOK && n == want[c] {
+			if got := answerLSN(t, body); got < mustLSN(t, lsn) {
+				t.Fatalf("write %d (lsn %s): the answer's position has LSN %s, below the write's: %s", i, lsn, got, body)
+			}
+		}
 		if code != http.StatusOK || n != want[c] {
 			for _, l := range strings.Split(in.stderr.String(), "\n") {
 				if strings.Contains(l, "a wait for applied") {
@@ -84,8 +93,43 @@ func readYourWrites(t *testing.T, exactlyOnce bool) {
 				i, c, lsn, code, n, want[c], strings.TrimSpace(body))
 		}
 	}
+	// The last write, read without min_lsn: its LSN comes from the instance's own follower.
+	var last client.LSN
+	if err := conn.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()`).Scan(&last); err != nil {
+		t.Fatal(err) // a pg_lsn scans into the client's LSN
+	}
+	c := base + int64((iterations-1)%customers)
+	var seen client.LSN
+	waitServe(t, in, 30*time.Second, "an answer whose LSN covers the last write", func() bool {
+		code, body := get(fmt.Sprintf("%s/v1/views/orders-per-customer/keys/%d", in.base, c))
+		if code == http.StatusOK {
+			seen = answerLSN(t, body)
+		}
+		return seen >= last
+	})
+	t.Logf("a read without min_lsn carries LSN %s, at or past the last write's %s", seen, last)
+
 	slices.Sort(waits)
 	t.Logf("exactly-once=%t: %d writes, each read with min_lsn saw its write; read wait p50 %s, p99 %s, max %s",
 		exactlyOnce, iterations, waits[len(waits)/2].Round(time.Millisecond),
 		waits[len(waits)*99/100].Round(time.Millisecond), waits[len(waits)-1].Round(time.Millisecond))
+}
+
+// answerLSN is the LSN of the position in an answer's body, 0 when it has none.
+func answerLSN(t *testing.T, body string) client.LSN {
+	t.Helper()
+	var got struct{ Position client.Position }
+	if err := json.Unmarshal([]byte(body), &got); err != nil {
+		t.Fatalf("answer %s: %v", body, err)
+	}
+	return got.Position.LSN
+}
+
+func mustLSN(t *testing.T, s string) client.LSN {
+	t.Helper()
+	l, err := client.ParseLSN(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }

@@ -60,6 +60,20 @@ type View interface {
 	Subscribe(req SubscribeRequest, fn func(Change) bool) (start Position, cancel func(), err error)
 }
 
+// InputWaiter is implemented by views that can wait for records on the Kafka topics they read,
+// which is what min_offsets=topic:partition:offset asks for: a producer's write, named as
+// its acknowledgement gave it. For a view that does not implement it every topic is unknown
+// (a 400).
+type InputWaiter interface {
+	// Inputs lists the Kafka topics the view reads its records from (any step of it, also
+	// those before a repartition), in name order.
+	Inputs() []string
+	// WaitInputs blocks until the view has applied every record below next, on every step
+	// from the input topics to the store it serves, or until ctx ends (then it returns
+	// ctx.Err()). Every topic of next is one of Inputs.
+	WaitInputs(ctx context.Context, next InputOffsets) error
+}
+
 // Rebuilder is implemented by views that can be rebuilt by reprocessing their inputs
 // (POST /v1/views/{view}/rebuild); a view that does not implement it answers 501.
 type Rebuilder interface {

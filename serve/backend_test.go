@@ -348,6 +348,14 @@ func (v *pebbleView) WaitFor(ctx context.Context, target serve.Position) error {
 	}
 }
 
+// Inputs makes the fake an InputWaiter: each view reads one topic, "<view>-events", whose
+// record at offset o on partition p is the view's change at offset o on p.
+func (v *pebbleView) Inputs() []string { return []string{v.name + "-events"} }
+
+func (v *pebbleView) WaitInputs(ctx context.Context, next serve.InputOffsets) error {
+	return v.WaitFor(ctx, serve.Position{Offsets: next[v.name+"-events"]})
+}
+
 // checkLocked reports why partition p cannot be read.
 func (v *pebbleView) checkLocked(p int32, restoringOK bool) error {
 	o := v.owners[p]

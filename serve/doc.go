@@ -10,7 +10,11 @@
 //
 //   - Every answer about a view carries the [Position] its data reflects, in the Tarn-Position
 //     header and in the body, so that a client can wait for its own writes (min_offsets=,
-//     min_lsn=) and resume live streams.
+//     min_lsn=) and resume live streams. Its LSN, when set, is one up to which the view has
+//     applied every write of the CDC source; positions of disjoint partition sets combine
+//     with [Position.Join], which keeps the smaller.
+//   - A min_offsets= topic is checked against the view's inputs ([InputWaiter]) before
+//     anything waits: a topic it does not read is a 400, never a wait that cannot end.
 //   - A live stream misses nothing and repeats nothing across reconnects: each event's id is the
 //     stream's position just after it, per partition, and [View.Subscribe] replays from such a
 //     position. Progress events are sent only after every change below their position has been

@@ -3,6 +3,7 @@ package serve
 import (
 	"bytes"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -40,7 +41,8 @@ func FuzzParams(f *testing.F) {
 	for _, q := range []string{
 		"prefix=user/&limit=10", "start=a&end=b&cursor=AWI", "enc=b64&start=AA&end=_w&partitions=0,1,5",
 		"from=2026-01-01T00:00:00Z&to=1767225600001", "watch=sse&after=AQACAAABAA", "after=AQACAAABAA&wait=30s",
-		"min_offsets=0:41,3:7&min_lsn=16/B374D848&wait=250ms", "limit=1&limit=2", "cursor=%%%", "x=1",
+		"min_offsets=0:41,3:7&min_lsn=16/B374D848&wait=250ms",
+		"min_offsets=trades:3:1041,trades:0:0&wait=2s", "min_offsets=t:0:1,0:5", "min_offsets=bad%20topic:0:1", "limit=1&limit=2", "cursor=%%%", "x=1",
 	} {
 		f.Add(q)
 	}
@@ -93,17 +95,39 @@ func checkParams(t *testing.T, raw string, p params, lim limits) {
 			t.Fatalf("%q: min offset %d", raw, off)
 		}
 	}
+	for topic, parts := range p.inputs {
+		for part, off := range parts {
+			if checkTopicName(topic) != nil || part < 0 || off < 1 {
+				t.Fatalf("%q: min offset %s %d:%d", raw, topic, part, off)
+			}
+		}
+	}
 }
 
 func FuzzMinOffsetsAndLSN(f *testing.F) {
 	f.Add("0:41,3:7", "16/B374D848")
 	f.Add("2147483647:9223372036854775806", "FFFFFFFF/FFFFFFFF")
 	f.Add("-1:0", "0/0")
+	f.Add("trades:3:1041,orders.v2:0:7,1:2", "0/1")
+	f.Add("trades::1,a:b:c:d", "1/")
 	f.Fuzz(func(t *testing.T, offsets, lsn string) {
-		if p, err := ParseMinOffsets(offsets); err == nil {
+		if p, in, err := ParseMinOffsets(offsets); err == nil {
+			if len(p.Offsets) == 0 && len(in) == 0 {
+				t.Fatalf("%q gave nothing to wait for", offsets)
+			}
 			for part, off := range p.Offsets {
 				if part < 0 || off < 1 {
 					t.Fatalf("%q gave %+v", offsets, p)
+				}
+			}
+			for topic, parts := range in {
+				if checkTopicName(topic) != nil || strings.Contains(topic, ":") {
+					t.Fatalf("%q gave topic %q", offsets, topic)
+				}
+				for part, off := range parts {
+					if part < 0 || off < 1 {
+						t.Fatalf("%q gave %s %d:%d", offsets, topic, part, off)
+					}
 				}
 			}
 			if back, err := ParsePosition(p.Token()); err != nil || back.Token() != p.Token() {

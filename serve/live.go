@@ -14,6 +14,7 @@ import (
 type item struct {
 	change   Change
 	progress *Position
+	from     string // the instance a progress came from
 	end      error
 }
 
@@ -178,12 +179,22 @@ func (s *Server) changes(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, stop := context.WithCancel(r.Context())
 	defer stop()
-	peerStart, err := s.followPeers(ctx, r, remote, after, wt)
+	peerStart, peerLSNs, err := s.followPeers(ctx, r, remote, after, wt)
 	if err != nil {
 		s.readFailed(w, r, err)
 		return
 	}
 	st := s.newStream(w, r, p.b64, cursor.Merge(peerStart))
+	if len(remote) > 0 {
+		// Each instance vouches for its own partitions' LSN only: the stream's is the
+		// smallest (a source without one, or local partitions not yet in a progress event,
+		// keep it at none).
+		st.lsns = peerLSNs
+		if len(local) > 0 {
+			st.lsns[""] = cursor.LSN
+		}
+		st.cursor.LSN = minLSN(st.lsns)
+	}
 	st.run(wt, func() Position { return v.Position().Only(local) })
 }
 
@@ -196,7 +207,10 @@ type stream struct {
 	rc     *http.ResponseController
 	b64    bool
 	cursor Position
-	err    error
+	// lsns are, for a stream over several instances, the LSN of each ("" this one); nil
+	// for a stream of this instance alone.
+	lsns map[string]LSN
+	err  error
 }
 
 func (s *Server) newStream(w http.ResponseWriter, r *http.Request, b64 bool, start Position) *stream {
@@ -266,7 +280,7 @@ func (st *stream) handle(it item) {
 			"detail": "the stream ended (" + it.end.Error() + "); resume from this position"})
 		st.err = it.end
 	case it.progress != nil:
-		st.progress(*it.progress)
+		st.progressFrom(it.from, *it.progress)
 	default:
 		st.change(it.change)
 	}
@@ -287,7 +301,9 @@ func (st *stream) change(c Change) {
 	if next := c.Offset + 1; next > st.cursor.Offsets[c.Partition] {
 		st.cursor.Offsets[c.Partition] = next
 	}
-	st.cursor.LSN = max(st.cursor.LSN, c.LSN)
+	if st.lsns == nil {
+		st.cursor.LSN = max(st.cursor.LSN, c.LSN)
+	}
 	k, isB64 := encodeKey(c.Key, st.b64)
 	data := changeJSON{Value: c.Value, Deleted: c.Value == nil, Partition: c.Partition, Offset: c.Offset}
 	if isB64 && !st.b64 {
@@ -301,9 +317,28 @@ func (st *stream) change(c Change) {
 	st.event("change", data)
 }
 
-func (st *stream) progress(pos Position) {
+func (st *stream) progress(pos Position) { st.progressFrom("", pos) }
+
+// progressFrom moves the cursor to pos, a position that instance from (this one: "") reached.
+func (st *stream) progressFrom(from string, pos Position) {
 	st.cursor = st.cursor.Merge(pos)
+	if l, ok := st.lsns[from]; ok {
+		st.lsns[from] = max(l, pos.LSN)
+		st.cursor.LSN = minLSN(st.lsns)
+	}
 	st.event("progress", map[string]any{"position": st.cursor})
+}
+
+// minLSN is the smallest of lsns.
+func minLSN(lsns map[string]LSN) LSN {
+	first := true
+	var out LSN
+	for _, l := range lsns {
+		if first || l < out {
+			out, first = l, false
+		}
+	}
+	return out
 }
 
 func (st *stream) overflow() {

@@ -435,3 +435,38 @@ func TestChangesAcrossInstances(t *testing.T) {
 		t.Fatalf("event ids of a fanned-out stream cover %s", lastID)
 	}
 }
+
+// TestLSNAcrossInstances: each instance vouches for its own partitions' LSN only, so a scan
+// page and a changes stream over two instances carry the smaller of their LSNs.
+func TestLSNAcrossInstances(t *testing.T) {
+	c := newCluster(t, func(cfg *serve.Config) { cfg.ProgressInterval = 10 * time.Millisecond })
+	for i := range 20 {
+		k := []byte(fmt.Sprintf("k%d", i))
+		lsn := serve.LSN(0x20)
+		if c.owner(k) == c.a {
+			lsn = 0x10
+		}
+		if _, err := c.owner(k).applyJSON(k, []byte("1"), lsn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c.a.Position().LSN != 0x10 || c.b.Position().LSN != 0x20 {
+		t.Fatalf("the instances are at %s and %s", c.a.Position().LSN, c.b.Position().LSN)
+	}
+	var page pageBody
+	get(t, c.ta.URL+"/v1/views/v").want(t, http.StatusOK).decode(t, &page)
+	if page.Position.LSN != 0x10 || len(page.Position.Offsets) != clusterParts {
+		t.Fatalf("scan page position %+v, want LSN 0/10 over every partition", page.Position)
+	}
+	s := openSSE(t, c.ta.URL+"/v1/views/v/changes", nil)
+	defer s.close()
+	for range 20 {
+		ev, ok := s.next(t)
+		if !ok {
+			t.Fatalf("ended with %s", ev.name)
+		}
+		if got := positionOf(t, ev).LSN; got != 0x10 {
+			t.Fatalf("%s event at LSN %s, want the smaller, 0/10", ev.name, got)
+		}
+	}
+}

@@ -41,6 +41,7 @@ type params struct {
 	hasAfter bool
 
 	min    Position
+	inputs InputOffsets // min_offsets' topic:partition:offset items
 	hasMin bool
 
 	partitions []int32
@@ -258,11 +259,11 @@ func parseWait(v string) (time.Duration, error) {
 
 func parseMin(get func(string) (string, bool), p *params, _ limits) error {
 	if v, ok := get("min_offsets"); ok {
-		pos, err := ParseMinOffsets(v)
+		pos, inputs, err := ParseMinOffsets(v)
 		if err != nil {
 			return &paramError{param: "min_offsets", err: err}
 		}
-		p.min, p.hasMin = pos, true
+		p.min, p.inputs, p.hasMin = pos, inputs, true
 	}
 	if v, ok := get("min_lsn"); ok {
 		lsn, err := ParseLSN(v)

@@ -18,11 +18,13 @@ import (
 
 // followPeers opens the changes stream of every other owner from after, waits for each one's
 // first event (the position it starts from, so that the client's first position covers every
-// partition), then relays their events into wt until ctx ends. It returns the merged start.
-func (s *Server) followPeers(ctx context.Context, r *http.Request, remote map[string][]int32, after Position, wt *watcher) (Position, error) {
+// partition), then relays their events into wt until ctx ends. It returns the merged start
+// and each instance's LSN in it.
+func (s *Server) followPeers(ctx context.Context, r *http.Request, remote map[string][]int32, after Position, wt *watcher) (Position, map[string]LSN, error) {
 	var (
 		mu    sync.Mutex
 		start Position
+		lsns  = map[string]LSN{}
 		errs  []error
 		wg    sync.WaitGroup
 	)
@@ -35,12 +37,12 @@ func (s *Server) followPeers(ctx context.Context, r *http.Request, remote map[st
 				errs = append(errs, err)
 				return
 			}
-			start = start.Merge(pos)
+			start, lsns[addr] = start.Merge(pos), pos.LSN
 			go relay(br, body, addr, wt)
 		})
 	}
 	wg.Wait()
-	return start, errors.Join(errs...)
+	return start, lsns, errors.Join(errs...)
 }
 
 // openPeerStream connects to addr's changes stream for parts and reads its first event,
@@ -109,6 +111,7 @@ func relay(br *bufio.Reader, body io.Closer, addr string, wt *watcher) {
 			wt.push(item{end: fmt.Errorf("%w: %s: %v", errPeerEnded, addr, err)})
 			return
 		}
+		it.from = addr
 		if !wt.push(it) || it.end != nil {
 			return
 		}

@@ -66,6 +66,16 @@ func (p Position) Merge(q Position) Position {
 	return out
 }
 
+// Join combines the positions of disjoint partition sets read at about the same time, such as
+// the parts of one scan page that several instances answered: the offsets of both, and the
+// smaller LSN, since each vouches for its own partitions only (one without an LSN makes the
+// whole's unknown). [Position.Merge] is for one set of partitions seen at two times.
+func (p Position) Join(q Position) Position {
+	out := p.Merge(q)
+	out.LSN = min(p.LSN, q.LSN)
+	return out
+}
+
 // Only returns p restricted to the given partitions.
 func (p Position) Only(parts []int32) Position {
 	out := Position{LSN: p.LSN}
@@ -244,37 +254,92 @@ func (p *Position) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// ParseMinOffsets reads the min_offsets parameter, "partition:offset[,partition:offset...]",
-// each naming the offset of a record the caller wrote, and returns the position at which the
-// view has applied them all (offset+1, see [Position]).
-func ParseMinOffsets(s string) (Position, error) {
+// InputOffsets names records on the Kafka topics a view reads: per topic, per partition, the
+// offset after the last record waited for (the committed-offset convention of [Position]).
+type InputOffsets map[string]map[int32]int64
+
+// maxTopicName is Kafka's limit on the length of a topic name.
+const maxTopicName = 249
+
+// ParseMinOffsets reads the min_offsets parameter, a list of items separated by commas, each
+// either "partition:offset" (an offset of the view's own position, as an answer's position
+// reported it) or "topic:partition:offset" (a record a producer wrote on an input topic of
+// the view, as its acknowledgement named it). It returns the position at which the view has
+// reached the first kind and the input offsets after the second kind (offset+1, see
+// [Position]); either may be empty, not both. Kafka topic names have no ':', which keeps the
+// two forms apart.
+func ParseMinOffsets(s string) (Position, InputOffsets, error) {
 	if s == "" {
-		return Position{}, fmt.Errorf("%w: empty offsets list", ErrBadPosition)
+		return Position{}, nil, fmt.Errorf("%w: empty offsets list", ErrBadPosition)
 	}
 	items := strings.Split(s, ",")
 	if len(items) > maxPartitionsParam {
-		return Position{}, fmt.Errorf("%w: more than %d partitions", ErrBadPosition, maxPartitionsParam)
+		return Position{}, nil, fmt.Errorf("%w: more than %d partitions", ErrBadPosition, maxPartitionsParam)
 	}
-	p := Position{Offsets: make(map[int32]int64, len(items))}
+	var p Position
+	var in InputOffsets
 	for _, item := range items {
-		ps, os, ok := strings.Cut(item, ":")
-		if !ok {
-			return Position{}, fmt.Errorf("%w: %q is not partition:offset", ErrBadPosition, item)
+		fields := strings.Split(item, ":")
+		if len(fields) != 2 && len(fields) != 3 {
+			return Position{}, nil, fmt.Errorf("%w: %q is not partition:offset or topic:partition:offset", ErrBadPosition, item)
 		}
-		part, err := strconv.ParseInt(ps, 10, 32)
-		if err != nil || part < 0 {
-			return Position{}, fmt.Errorf("%w: partition %q is not a non-negative 32-bit integer", ErrBadPosition, ps)
+		part, off, err := partitionOffset(fields[len(fields)-2], fields[len(fields)-1])
+		if err != nil {
+			return Position{}, nil, err
 		}
-		off, err := strconv.ParseInt(os, 10, 64)
-		if err != nil || off < 0 || off == math.MaxInt64 {
-			return Position{}, fmt.Errorf("%w: offset %q is not a non-negative 63-bit integer", ErrBadPosition, os)
+		if len(fields) == 2 {
+			if _, dup := p.Offsets[part]; dup {
+				return Position{}, nil, fmt.Errorf("%w: partition %d given twice", ErrBadPosition, part)
+			}
+			if p.Offsets == nil {
+				p.Offsets = map[int32]int64{}
+			}
+			p.Offsets[part] = off + 1
+			continue
 		}
-		if _, dup := p.Offsets[int32(part)]; dup {
-			return Position{}, fmt.Errorf("%w: partition %d given twice", ErrBadPosition, part)
+		topic := fields[0]
+		if err := checkTopicName(topic); err != nil {
+			return Position{}, nil, err
 		}
-		p.Offsets[int32(part)] = off + 1
+		if _, dup := in[topic][part]; dup {
+			return Position{}, nil, fmt.Errorf("%w: %s partition %d given twice", ErrBadPosition, topic, part)
+		}
+		if in == nil {
+			in = InputOffsets{}
+		}
+		if in[topic] == nil {
+			in[topic] = map[int32]int64{}
+		}
+		in[topic][part] = off + 1
 	}
-	return p, nil
+	return p, in, nil
+}
+
+// partitionOffset reads the partition and offset of a min_offsets item.
+func partitionOffset(ps, os string) (int32, int64, error) {
+	part, err := strconv.ParseInt(ps, 10, 32)
+	if err != nil || part < 0 {
+		return 0, 0, fmt.Errorf("%w: partition %q is not a non-negative 32-bit integer", ErrBadPosition, ps)
+	}
+	off, err := strconv.ParseInt(os, 10, 64)
+	if err != nil || off < 0 || off == math.MaxInt64 {
+		return 0, 0, fmt.Errorf("%w: offset %q is not a non-negative 63-bit integer", ErrBadPosition, os)
+	}
+	return int32(part), off, nil
+}
+
+// checkTopicName applies Kafka's rules for topic names, so that a typo is named as such
+// rather than as a topic the view does not read.
+func checkTopicName(t string) error {
+	if t == "" || len(t) > maxTopicName || t == "." || t == ".." {
+		return fmt.Errorf("%w: %q is not a Kafka topic name", ErrBadPosition, t)
+	}
+	for _, c := range []byte(t) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return fmt.Errorf("%w: %q is not a Kafka topic name", ErrBadPosition, t)
+		}
+	}
+	return nil
 }
 
 // LSN is a Postgres write-ahead log position; 0 means none.

@@ -22,7 +22,8 @@ type Problem struct {
 	Instance string `json:"instance,omitempty"`
 	// Param names the query or path parameter that was wrong (an extension member).
 	Param string `json:"param,omitempty"`
-	// Position is the view's position, on a 404 for a key (an extension member).
+	// Position is the view's position, on a 404 for a key and on a 503 not-caught-up (an
+	// extension member).
 	Position *Position `json:"position,omitempty"`
 }
 
@@ -54,6 +55,13 @@ func (e *peerError) Error() string {
 
 // errNotCaughtUp reports that a view did not reach a min_offsets/min_lsn position in time.
 var errNotCaughtUp = errors.New("serve: view has not reached the requested position")
+
+// notCaughtUpError is errNotCaughtUp with the position the view had got to, which the 503
+// carries so that a client sees how far behind it is.
+type notCaughtUpError struct{ at Position }
+
+func (e *notCaughtUpError) Error() string { return errNotCaughtUp.Error() }
+func (e *notCaughtUpError) Unwrap() error { return errNotCaughtUp }
 
 // errVersionChanged reports that the view switched to a rebuilt version while a scan was paging
 // through it.
@@ -120,8 +128,14 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		s.writeProblem(w, r, problemOf("position-too-old", http.StatusGone,
 			"changes after that position are no longer retained; read the current state and watch from its position"))
 	case errors.Is(err, errNotCaughtUp):
-		s.writeProblem(w, r, problemOf("not-caught-up", http.StatusServiceUnavailable,
-			"the view has not reached min_offsets/min_lsn within wait; retry, or wait longer"))
+		p := problemOf("not-caught-up", http.StatusServiceUnavailable,
+			"the view has not reached min_offsets/min_lsn within wait; retry, or wait longer")
+		var behind *notCaughtUpError
+		if errors.As(err, &behind) {
+			p.Position = &behind.at
+			w.Header().Set(positionHeader, behind.at.Token())
+		}
+		s.writeProblem(w, r, p)
 	case errors.Is(err, errVersionChanged), errors.Is(err, ErrNoVersion):
 		p := problemOf("version-changed", http.StatusConflict,
 			"the view switched to a rebuilt version while this scan paged through it; start the scan again without cursor=")

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -122,19 +124,57 @@ func (s *Server) waitOf(p params) time.Duration {
 }
 
 // awaitMin waits, up to the request's wait, until the view has reached min_offsets/min_lsn.
+// Input topics are checked before anything waits, so that a topic the view does not read is
+// the client's mistake at once rather than a wait that cannot end.
 func (s *Server) awaitMin(ctx context.Context, v View, p params) error {
 	if !p.hasMin {
 		return nil
 	}
+	iw, err := inputWaiter(v, p.inputs)
+	if err != nil {
+		return err
+	}
 	wctx, cancel := context.WithTimeoutCause(ctx, s.waitOf(p), errNotCaughtUp)
 	defer cancel()
-	if err := v.WaitFor(wctx, p.min); err != nil {
+	if iw != nil {
+		err = iw.WaitInputs(wctx, p.inputs)
+	}
+	if err == nil {
+		err = v.WaitFor(wctx, Position{Offsets: p.min.Offsets, LSN: p.min.LSN})
+	}
+	if err != nil {
 		if cause := context.Cause(wctx); cause != nil && ctx.Err() == nil {
-			return cause
+			return &notCaughtUpError{at: v.Position()}
 		}
 		return err
 	}
 	return nil
+}
+
+// inputWaiter is what waits for inputs on v, nil when there are none to wait for; a topic v
+// does not read is a bad min_offsets.
+func inputWaiter(v View, inputs InputOffsets) (InputWaiter, error) {
+	if len(inputs) == 0 {
+		return nil, nil
+	}
+	iw, _ := v.(InputWaiter)
+	var known []string
+	if iw != nil {
+		known = iw.Inputs()
+	}
+	for _, t := range slices.Sorted(maps.Keys(inputs)) {
+		if !slices.Contains(known, t) {
+			return nil, badParam("min_offsets", "topic %q is not an input of the view; its input topics are %s", t, topicList(known))
+		}
+	}
+	return iw, nil
+}
+
+func topicList(ts []string) string {
+	if len(ts) == 0 {
+		return "none"
+	}
+	return strings.Join(ts, ", ")
 }
 
 func (s *Server) get(w http.ResponseWriter, r *http.Request, v View, key []byte, p params) {

@@ -262,6 +262,40 @@ func TestReadYourWrites(t *testing.T) {
 	}
 }
 
+// TestReadYourProducedRecord waits with min_offsets=topic:partition:offset, the form a
+// producer's acknowledgement gives, on the fake's input topic "<view>-events".
+func TestReadYourProducedRecord(t *testing.T) {
+	b := newPebbleBackend(t)
+	v := b.addView("v", 2, false)
+	first := v.apply(t, []byte("k"), 1)
+	ts := start(t, b)
+
+	want := fmt.Sprintf("min_offsets=v-events:%d:%d", first.Partition, first.Offset+1)
+	done := make(chan response, 1)
+	go func() { done <- get(t, keyURL(ts.URL, "v", "k", want, "wait=20s")) }()
+	waitUntil(t, func() bool { return v.waiters() > 0 })
+	v.apply(t, []byte("k"), 2)
+	var body valueBody
+	(<-done).want(t, http.StatusOK).decode(t, &body)
+	if string(body.Value) != "2" {
+		t.Fatalf("read %s, want the write it waited for", body.Value)
+	}
+
+	// Not reached in time: 503 with the position the view got to, as for min_lsn.
+	r := get(t, keyURL(ts.URL, "v", "k", fmt.Sprintf("min_offsets=v-events:%d:99", first.Partition), "wait=50ms"))
+	p := r.want(t, http.StatusServiceUnavailable).problem(t)
+	if p.Type != "urn:tarn:problem:not-caught-up" || p.Position == nil || p.Position.Offsets[first.Partition] != first.Offset+2 ||
+		r.Header.Get("Retry-After") == "" || r.Header.Get("Tarn-Position") != p.Position.Token() {
+		t.Fatalf("problem %+v, headers %v", p, r.Header)
+	}
+
+	// A topic the view does not read is the client's mistake, named with the ones it reads.
+	p = get(t, keyURL(ts.URL, "v", "k", "min_offsets=trades:0:1")).want(t, http.StatusBadRequest).problem(t)
+	if p.Param != "min_offsets" || !strings.Contains(p.Detail, `"trades"`) || !strings.Contains(p.Detail, "v-events") {
+		t.Fatalf("problem %+v", p)
+	}
+}
+
 func TestIdenticalReadsCollapse(t *testing.T) {
 	b := newPebbleBackend(t)
 	v := b.addView("v", 2, false)

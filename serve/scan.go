@@ -297,9 +297,17 @@ func mergeResults(results []ScanResult, limit int) ScanResult {
 		out.Entries = append(out.Entries, results[best].Entries[idx[best]])
 		idx[best]++
 	}
+	joined := false
 	for i, res := range results {
 		out.Version = max(out.Version, res.Version)
-		out.Position = out.Position.Merge(res.Position)
+		// An empty result (no local partitions) vouches for nothing, not for LSN 0.
+		switch {
+		case res.Position.IsZero():
+		case !joined:
+			out.Position, joined = res.Position, true
+		default:
+			out.Position = out.Position.Join(res.Position)
+		}
 		out.More = out.More || res.More || idx[i] < len(res.Entries)
 	}
 	return out

@@ -3,6 +3,7 @@ package views
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -34,9 +35,10 @@ const waitPoll = 10 * time.Millisecond
 // moment the CDC source had written a Postgres transaction): every sub-topology, in order,
 // has committed its group offsets past the records they led to (the inputs first, then each
 // repartition topic up to its end once the step before it got there), and this instance has
-// applied its own served partitions. It is what a min_lsn read waits for. Committed offsets
-// are never ahead of applied state (exactly once they commit with it, at least once after
-// it), so the answer errs on the side of waiting.
+// applied its own served partitions. It is what a min_lsn read waits for, and a
+// min_offsets=topic:partition:offset one (ends then name a producer's records). Committed
+// offsets are never ahead of applied state (exactly once they commit with it, at least once
+// after it), so the answer errs on the side of waiting.
 func (r *Runtime) WaitApplied(ctx context.Context, view Name, ends map[string]map[int32]int64) error {
 	e, err := r.queryable(view)
 	if err != nil {
@@ -179,4 +181,23 @@ func reached(targets map[string]map[int32]int64, at func(t string, p int32) int6
 		}
 	}
 	return true
+}
+
+// Inputs are the topics the serving version of view reads through its consumer group, in
+// name order, at any step (also before a repartition), but not its own repartition topics
+// nor its co-tables or followed topics: those whose records [Runtime.WaitApplied] can wait
+// for when a producer names them.
+func (r *Runtime) Inputs(view Name) ([]string, error) {
+	e, err := r.queryable(view)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for name, src := range e.bySource {
+		if src.topic.repartition == "" {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
 }
