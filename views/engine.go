@@ -876,6 +876,9 @@ func (e *engine) openPending(ctx context.Context) error {
 			return err
 		}
 		e.mu.Lock()
+		if e.mu.consumed == nil { // a frozen version's session never consumed
+			e.mu.consumed = map[string]map[int32]int64{}
+		}
 		for t, sub := range e.subOf {
 			if o, ok := starts.Lookup(t, id.part); ok && sub.id == id.sub && o.At > e.mu.consumed[t][id.part] {
 				if e.mu.consumed[t] == nil {
