@@ -295,7 +295,22 @@ func (vr *viewRun) apply(ctx context.Context, rec versionsRecord, p plan) {
 			vr.start(ctx, rec, version, process, version == p.rebuild)
 		}
 	}
+	vr.applyHold(rec.Hold)
 	vr.moveServing(p)
+}
+
+// applyHold gives the shadow check's hold to the engines of the two versions it names and
+// ends it for the others.
+func (vr *viewRun) applyHold(h *shadowHold) {
+	vr.mu.Lock()
+	defer vr.mu.Unlock()
+	for version, r := range vr.mu.engines {
+		if h != nil && (version == h.Old || version == h.New) {
+			r.e.setHold(h)
+		} else {
+			r.e.setHold(nil)
+		}
+	}
 }
 
 // start runs one version's engine in its own goroutine.
@@ -473,15 +488,11 @@ func (vr *viewRun) countRecords(e *engine) {
 func (vr *viewRun) switchOver(ctx context.Context, vlog *versionLog, rb *engine) {
 	cfg := vr.rt.cfg
 	rec, _ := vlog.get(vr.v.name)
-	var store string
-	if rb.v.served != nil {
-		store = rb.v.served.name
-	}
-	shadow := vr.shadowCheck(ctx, rec.Serving, rb.v.version, store)
+	shadow := vr.shadowCheck(ctx, vlog, rec, rb)
 	vr.rt.rmetrics.differ.WithLabelValues(string(vr.v.name)).Set(float64(shadow.Differ))
 	vr.rt.rmetrics.compared.WithLabelValues(string(vr.v.name)).Set(float64(shadow.Keys))
 	vr.log.Info("views: shadow check before the switch", "old", shadow.Old, "new", shadow.New, "keys", shadow.Keys,
-		"differ", shadow.Differ, "examples", strings.Join(shadow.Examples, ","), "err", shadow.Err)
+		"differ", shadow.Differ, "cut", shadow.Cut, "held", shadow.Held, "examples", strings.Join(shadow.Examples, ","), "err", shadow.Err)
 	_, err := vlog.update(ctx, vr.v.name, func(cur versionsRecord, _ bool) (versionsRecord, bool, error) {
 		next, err := switchTo(cur, rb.v.version, shadow, cfg.Now(), cfg.Rebuild.DeleteAfter)
 		return next, err == nil, err
