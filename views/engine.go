@@ -137,8 +137,8 @@ type engine struct {
 	// wake ends a poll waiting for records when partitions are assigned (their tasks must
 	// restore and serve even when no new input arrives for them) or a hold changes.
 	wake chan struct{}
-	// held are the source partitions paused for a hold, at the offset they wait at (hold.go).
-	held map[string]map[int32]int64
+	// held are the source partitions paused for a hold, at the record they wait at (hold.go).
+	held map[string]map[int32]kgo.EpochOffset
 
 	mu struct {
 		sync.Mutex

@@ -77,14 +77,19 @@ func (e *engine) releaseHeld(cl *kgo.Client) {
 		h = nil
 	}
 	resume := map[string][]int32{}
+	restart := map[string]map[int32]kgo.EpochOffset{}
 	for t, ps := range e.held {
 		for p, at := range ps {
 			if h != nil {
-				if cut, ok := h.limit(t, p); !ok || cut <= at {
+				if cut, ok := h.limit(t, p); !ok || cut <= at.Offset {
 					continue
 				}
 			}
 			resume[t] = append(resume[t], p)
+			if restart[t] == nil {
+				restart[t] = map[int32]kgo.EpochOffset{}
+			}
+			restart[t][p] = at
 			delete(ps, p)
 		}
 		if len(ps) == 0 {
@@ -93,6 +98,10 @@ func (e *engine) releaseHeld(cl *kgo.Client) {
 	}
 	if len(resume) > 0 {
 		cl.ResumeFetchPartitions(resume)
+		// Setting the same offset with the record's epoch (the rewind set none) restarts the
+		// client's fetch session: resuming alone waits for the fetch in flight, a long poll
+		// of up to FetchMaxWait (5s) on the partitions that were not held.
+		cl.SetOffsets(restart)
 	}
 }
 
@@ -131,18 +140,19 @@ func (e *engine) holdBack(cl *kgo.Client, fs kgo.Fetches) {
 				if n == len(fp.Records) {
 					continue
 				}
-				at := fp.Records[n].Offset
+				first := fp.Records[n]
+				at := kgo.EpochOffset{Epoch: first.LeaderEpoch, Offset: first.Offset}
 				fp.Records = fp.Records[:n]
 				if rewind[ft.Topic] == nil {
 					rewind[ft.Topic] = map[int32]kgo.EpochOffset{}
 				}
-				rewind[ft.Topic][fp.Partition] = kgo.EpochOffset{Epoch: -1, Offset: at}
+				rewind[ft.Topic][fp.Partition] = kgo.EpochOffset{Epoch: -1, Offset: at.Offset}
 				pause[ft.Topic] = append(pause[ft.Topic], fp.Partition)
 				if e.held == nil {
-					e.held = map[string]map[int32]int64{}
+					e.held = map[string]map[int32]kgo.EpochOffset{}
 				}
 				if e.held[ft.Topic] == nil {
-					e.held[ft.Topic] = map[int32]int64{}
+					e.held[ft.Topic] = map[int32]kgo.EpochOffset{}
 				}
 				e.held[ft.Topic][fp.Partition] = at
 			}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tarnhq/tarn/internal/topic"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -99,8 +100,14 @@ func (vr *viewRun) holdAndCompare(ctx context.Context, vlog *versionLog, rep *Sh
 	vs := []holdVersion{vr.holdVersion(rb, old.Version, topic.Group(app, name, old.Version)), vr.holdVersion(rb, rb.v.version, rb.group)}
 	until := vr.rt.cfg.Now().Add(shadowHoldTimeout + 5*time.Second)
 	var cut offsets
-	for {
+	for ; ; vr.settle(ctx) {
+		if ctx.Err() != nil {
+			return fmt.Errorf("the versions did not reach a common cut within %s; the hold was released", shadowHoldTimeout)
+		}
 		pos, err := vr.positions(ctx, vs)
+		if kerr.IsRetriable(err) {
+			continue // an exactly-once commit in flight (UNSTABLE_OFFSET_COMMIT), a moving leader
+		}
 		if err != nil {
 			return err
 		}
@@ -109,7 +116,7 @@ func (vr *viewRun) holdAndCompare(ctx context.Context, vlog *versionLog, rep *Sh
 			if err := vr.writeHold(ctx, vlog, &shadowHold{Old: old.Version, New: rb.v.version, Cut: cut, Until: until}); err != nil {
 				return err
 			}
-		} else if ok, err := vr.drained(ctx, vs, pos, cut); err != nil {
+		} else if ok, err := vr.drained(ctx, vs, pos, cut); err != nil && !kerr.IsRetriable(err) {
 			return err
 		} else if ok {
 			vr.compare(ctx, rep, old, rb)
@@ -117,19 +124,18 @@ func (vr *viewRun) holdAndCompare(ctx context.Context, vlog *versionLog, rep *Sh
 				return errors.New(rep.Err)
 			}
 			after, err := vr.positions(ctx, vs)
-			if err != nil {
-				return err
-			}
-			if equalCuts(raise(cut, after), cut) {
+			if err == nil && equalCuts(raise(cut, after), cut) {
 				rep.Cut = cut
 				return nil
 			}
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("the versions did not reach a common cut within %s; the hold was released", shadowHoldTimeout)
-		case <-time.After(shadowSettle):
-		}
+	}
+}
+
+func (vr *viewRun) settle(ctx context.Context) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(shadowSettle):
 	}
 }
 
