@@ -183,9 +183,9 @@ type engine struct {
 	// serving is true while queries read this engine's version.
 	serving   atomic.Bool
 	processed atomic.Int64 // input records processed
+	setUp     atomic.Bool  // setup done: partition counts known
 	// hold stops the sources at a cut for the shadow check (hold.go); nil: none.
 	hold atomic.Pointer[shadowHold]
-	setUp     atomic.Bool  // setup done: partition counts known
 	// Size limits (limits.go): the topics the view writes, and whether Kafka refused a
 	// record for its size since the last batch that committed (loop goroutine only).
 	written     []string
