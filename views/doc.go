@@ -77,8 +77,9 @@
 // (later records wait in their topics), drain their repartition topics, and are compared once
 // both groups' committed offsets are at the cut, so an unchanged definition reports no
 // difference however fast input arrives; the report names the cut. The hold ends with the
-// comparison, and by itself after about 30s: a version that cannot reach the cut delays
-// ingest no longer, and the report says why it compared the versions where they stood.
+// comparison, and after [RebuildConfig].ShadowHold at the latest: a version that cannot reach
+// the cut delays ingest no longer, and the report says why it compared the versions where
+// they stood.
 // Every instance follows the switch: queries read the serving version, and a read spanning
 // instances pins one version ([Runtime.Pin]) so it never mixes partitions of two versions. After [RebuildConfig].DeleteAfter the old version's
 // engines stop, its local stores are dropped and its topics and group deleted;

@@ -56,6 +56,10 @@ type RebuildConfig struct {
 	// ShadowKeys is how many keys the shadow check compares before a switch; -1 compares
 	// every key. Default 1000.
 	ShadowKeys int
+	// ShadowHold bounds how long the shadow check may hold the inputs of both versions at
+	// one cut (input waits in its topics meanwhile); past it the check releases them and
+	// compares the versions where they stand, saying so in [ShadowReport].Err. Default 30s.
+	ShadowHold time.Duration
 	// DeleteAfter is how long a replaced, failed or rolled-back version's stores, topics and
 	// consumer group are kept (for reads pinned to it and for [Runtime.Rollback]) before they
 	// are deleted. Default 1h.
@@ -75,6 +79,9 @@ func (c RebuildConfig) withDefaults() RebuildConfig {
 	if c.ShadowKeys == 0 {
 		c.ShadowKeys = 1000
 	}
+	if c.ShadowHold == 0 {
+		c.ShadowHold = 30 * time.Second
+	}
 	if c.DeleteAfter == 0 {
 		c.DeleteAfter = time.Hour
 	}
@@ -83,8 +90,8 @@ func (c RebuildConfig) withDefaults() RebuildConfig {
 
 func (c RebuildConfig) validate() []string {
 	var p []string
-	if c.RecordsPerSecond < 0 || c.SwitchLag < 0 || c.CheckInterval < 0 || c.LogInterval < 0 || c.DeleteAfter < 0 {
-		p = append(p, "Rebuild.RecordsPerSecond, SwitchLag, CheckInterval, LogInterval and DeleteAfter must not be negative")
+	if c.RecordsPerSecond < 0 || c.SwitchLag < 0 || c.CheckInterval < 0 || c.LogInterval < 0 || c.DeleteAfter < 0 || c.ShadowHold < 0 {
+		p = append(p, "Rebuild.RecordsPerSecond, SwitchLag, CheckInterval, LogInterval, ShadowHold and DeleteAfter must not be negative")
 	}
 	if c.ShadowKeys < -1 {
 		p = append(p, fmt.Sprintf("Rebuild.ShadowKeys is %d; use a positive count, or -1 for every key", c.ShadowKeys))

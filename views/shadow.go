@@ -44,13 +44,10 @@ type ShadowReport struct {
 	Err string `json:"error,omitempty"`
 }
 
-// shadowTimeout bounds the whole check; shadowHoldTimeout the part of it that holds the
-// inputs, so that a version that cannot reach the cut (a stuck instance, a lost partition)
-// delays ingest by at most that long before the check gives up and says so.
-const (
-	shadowTimeout     = 2 * time.Minute
-	shadowHoldTimeout = 30 * time.Second
-)
+// shadowTimeout bounds the whole check; [RebuildConfig].ShadowHold the part of it that holds
+// the inputs, so that a version that cannot reach the cut (a stuck instance, a lost
+// partition) delays ingest by at most that long before the check gives up and says so.
+const shadowTimeout = 2 * time.Minute
 
 // shadowSettle is how often the coordinator looks at the versions' positions while it holds.
 const shadowSettle = 100 * time.Millisecond
@@ -94,15 +91,21 @@ func (vr *viewRun) shadowCheck(ctx context.Context, vlog *versionLog, rec versio
 // one position every instance's partitions publish (at least once they trail the applied
 // ones by a commit round trip, which the waiting covers).
 func (vr *viewRun) holdAndCompare(ctx context.Context, vlog *versionLog, rep *ShadowReport, old versionEntry, rb *engine) error {
-	ctx, cancel := context.WithTimeout(ctx, shadowHoldTimeout)
+	// The hold's own writes are bounded by the check's context, not by limit, so that a hold
+	// written is also known here when release looks for it.
+	wctx := ctx
+	limit := vr.rt.cfg.Rebuild.ShadowHold
+	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	app, name := vr.rt.cfg.App, string(vr.v.name)
 	vs := []holdVersion{vr.holdVersion(rb, old.Version, topic.Group(app, name, old.Version)), vr.holdVersion(rb, rb.v.version, rb.group)}
-	until := vr.rt.cfg.Now().Add(shadowHoldTimeout + 5*time.Second)
+	// Instances end the hold by themselves a little later than this check gives up: the
+	// release it writes then comes first, and the deadline only covers a coordinator gone.
+	until := vr.rt.cfg.Now().Add(limit + 5*time.Second)
 	var cut offsets
 	for ; ; vr.settle(ctx) {
 		if ctx.Err() != nil {
-			return fmt.Errorf("the versions did not reach a common cut within %s; the hold was released", shadowHoldTimeout)
+			return fmt.Errorf("the versions did not reach a common cut within %s (Rebuild.ShadowHold); the hold was released", limit)
 		}
 		pos, err := vr.positions(ctx, vs)
 		if kerr.IsRetriable(err) {
@@ -113,7 +116,7 @@ func (vr *viewRun) holdAndCompare(ctx context.Context, vlog *versionLog, rep *Sh
 		}
 		if next := raise(cut, pos); !equalCuts(next, cut) {
 			cut = next
-			if err := vr.writeHold(ctx, vlog, &shadowHold{Old: old.Version, New: rb.v.version, Cut: cut, Until: until}); err != nil {
+			if err := vr.writeHold(wctx, vlog, &shadowHold{Old: old.Version, New: rb.v.version, Cut: cut, Until: until}); err != nil {
 				return err
 			}
 		} else if ok, err := vr.drained(ctx, vs, pos, cut); err != nil && !kerr.IsRetriable(err) {

@@ -2,6 +2,7 @@ package views
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"sync"
@@ -184,6 +185,40 @@ func TestKafkaShadowChanged(t *testing.T) {
 	}
 	for s, c := range counts {
 		counts[s] = 2 * c
+	}
+	eventually(t, func() error { return equalValues(rt, counts) })
+}
+
+// A hold that cannot finish in time (Rebuild.ShadowHold shorter than one look at the
+// positions) is released: the report says so and names no cut, the switch goes ahead, the
+// versions record keeps no hold, and the held input is processed once (exactly once).
+func TestKafkaShadowHoldTimeout(t *testing.T) {
+	k := newKafkaEnv(t)
+	const parts, symbols = 4, 20
+	in := k.topic("events", parts)
+	counts, _ := produceEvents(k, in, 0, 10_000, symbols)
+	v1, err := countView(in)
+	must(t, err)
+	cfg := rebuildConfig()
+	cfg.ShadowHold = shadowSettle / 2
+	rt, _ := k.start(Config{State: openDB(t, t.TempDir()), Views: []*View{v1}, Rebuild: cfg, ExactlyOnce: true,
+		TransactionTimeout: 10 * time.Second})
+	eventually(t, func() error { return equalValues(rt, counts) })
+	stop := liveIngest(t, k, in, parts, 10_000, symbols)
+	n, err := rt.Rebuild(context.Background(), rebuildView)
+	must(t, err)
+	sh := servedShadow(t, []*Runtime{rt}, n)
+	addTo(counts, stop())
+	t.Logf("shadow report: keys=%d differ=%d held=%v cut=%v err=%q", sh.Keys, sh.Differ, sh.Held, sh.Cut, sh.Err)
+	if sh.Err == "" || sh.Cut != nil {
+		t.Errorf("shadow report %+v, want an error saying the versions were not held at one cut", sh)
+	}
+	latest, err := readLatest(context.Background(), []kgo.Opt{kgo.SeedBrokers(k.brokers...)}, topic.Versions(k.app), -1, nil)
+	must(t, err)
+	var rec versionsRecord
+	must(t, json.Unmarshal(latest[rebuildView], &rec))
+	if rec.Hold != nil || rec.Serving.Version != n {
+		t.Errorf("the versions record serves v%d and keeps the hold %+v", rec.Serving.Version, rec.Hold)
 	}
 	eventually(t, func() error { return equalValues(rt, counts) })
 }
