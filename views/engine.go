@@ -499,6 +499,9 @@ func (e *engine) batch(ctx context.Context, c consumer, fs kgo.Fetches) error {
 		for _, t := range touched {
 			t.changes = t.changes[:0]
 		}
+		if err == nil {
+			e.resumeHeld(c.cl) // the abort rewound them below where they wait
+		}
 		return err
 	}
 	e.sidesCommitted()

@@ -105,6 +105,22 @@ func (e *engine) releaseHeld(cl *kgo.Client) {
 	}
 }
 
+// resumeHeld resumes every partition paused for a hold, after an aborted transaction rewound
+// the inputs to their committed offsets: the records between those and the cut must be
+// fetched again, and holdBack pauses the partitions once more when they reach it.
+func (e *engine) resumeHeld(cl *kgo.Client) {
+	resume := map[string][]int32{}
+	for t, ps := range e.held {
+		for p := range ps {
+			resume[t] = append(resume[t], p)
+		}
+	}
+	e.held = nil
+	if len(resume) > 0 {
+		cl.ResumeFetchPartitions(resume)
+	}
+}
+
 // holdBack removes from a poll the source records at or past the hold's cut, rewinds their
 // partitions to the first of them and pauses them. Nothing is lost or repeated: SetOffsets
 // moves the client's uncommitted offset back too, so that neither an at-least-once commit
