@@ -102,17 +102,24 @@ func (vr *viewRun) holdAndCompare(ctx context.Context, vlog *versionLog, rep *Sh
 	// Instances end the hold by themselves a little later than this check gives up: the
 	// release it writes then comes first, and the deadline only covers a coordinator gone.
 	until := vr.rt.cfg.Now().Add(limit + 5*time.Second)
+	// failed says that the time ran out rather than how a read it cut short failed.
+	failed := func(err error) error {
+		if ctx.Err() != nil {
+			return fmt.Errorf("the versions did not reach a common cut within %s (Rebuild.ShadowHold); the hold was released", limit)
+		}
+		return err
+	}
 	var cut offsets
 	for ; ; vr.settle(ctx) {
 		if ctx.Err() != nil {
-			return fmt.Errorf("the versions did not reach a common cut within %s (Rebuild.ShadowHold); the hold was released", limit)
+			return failed(ctx.Err())
 		}
 		pos, err := vr.positions(ctx, vs)
 		if kerr.IsRetriable(err) {
 			continue // an exactly-once commit in flight (UNSTABLE_OFFSET_COMMIT), a moving leader
 		}
 		if err != nil {
-			return err
+			return failed(err)
 		}
 		if next := raise(cut, pos); !equalCuts(next, cut) {
 			cut = next
@@ -120,11 +127,11 @@ func (vr *viewRun) holdAndCompare(ctx context.Context, vlog *versionLog, rep *Sh
 				return err
 			}
 		} else if ok, err := vr.drained(ctx, vs, pos, cut); err != nil && !kerr.IsRetriable(err) {
-			return err
+			return failed(err)
 		} else if ok {
 			vr.compare(ctx, rep, old, rb)
 			if rep.Err != "" {
-				return errors.New(rep.Err)
+				return failed(errors.New(rep.Err))
 			}
 			after, err := vr.positions(ctx, vs)
 			if err == nil && equalCuts(raise(cut, after), cut) {
