@@ -124,6 +124,7 @@ func rebuildProgress(in views.Info) *serve.RebuildProgress {
 	}
 	if in.Shadow != nil {
 		p.ShadowKeys, p.ShadowDiffer = in.Shadow.Keys, in.Shadow.Differ
+		p.ShadowCut, p.ShadowError = in.Shadow.Cut, in.Shadow.Err
 	}
 	return p
 }

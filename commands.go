@@ -85,15 +85,16 @@ type viewStatus struct {
 	Position   json.RawMessage `json:"position"`
 	Problem    string          `json:"problem"`
 	Rebuild    *struct {
-		Version      int     `json:"version"`
-		State        string  `json:"state"`
-		Reason       string  `json:"reason"`
-		Records      int64   `json:"records"`
-		Lag          int64   `json:"lag"`
-		Rate         float64 `json:"rate"`
-		ETASeconds   float64 `json:"eta_seconds"`
-		ShadowKeys   int     `json:"shadow_keys"`
-		ShadowDiffer int     `json:"shadow_differ"`
+		Version      int                        `json:"version"`
+		State        string                     `json:"state"`
+		Reason       string                     `json:"reason"`
+		Records      int64                      `json:"records"`
+		Lag          int64                      `json:"lag"`
+		Rate         float64                    `json:"rate"`
+		ETASeconds   float64                    `json:"eta_seconds"`
+		ShadowKeys   int                        `json:"shadow_keys"`
+		ShadowDiffer int                        `json:"shadow_differ"`
+		ShadowCut    map[string]map[int32]int64 `json:"shadow_cut"`
 	} `json:"rebuild"`
 }
 
@@ -137,7 +138,11 @@ func progress(v viewStatus) string {
 			s += ": " + r.Reason
 		}
 		if r.ShadowKeys > 0 {
-			s += fmt.Sprintf(" (shadow check: %d of %d keys differ)", r.ShadowDiffer, r.ShadowKeys)
+			where := "where the versions stood"
+			if r.ShadowCut != nil {
+				where = "at one input position"
+			}
+			s += fmt.Sprintf(" (shadow check: %d of %d keys differ, compared %s)", r.ShadowDiffer, r.ShadowKeys, where)
 		}
 		return s
 	case v.State == "restoring":

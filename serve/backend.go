@@ -134,6 +134,11 @@ type RebuildProgress struct {
 	// between the versions (set once the check ran).
 	ShadowKeys   int `json:"shadow_keys,omitempty"`
 	ShadowDiffer int `json:"shadow_differ,omitempty"`
+	// ShadowCut is the input position the versions were compared at: per source topic and
+	// partition, the offset of the first record neither had processed. Absent when they were
+	// compared where they stood (after a code change, or when ShadowError says why).
+	ShadowCut   map[string]map[int32]int64 `json:"shadow_cut,omitempty"`
+	ShadowError string                     `json:"shadow_error,omitempty"`
 }
 
 // Owner says where a partition lives.

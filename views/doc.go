@@ -69,11 +69,19 @@
 // Progress (records processed here, lag per source partition over all instances from the new
 // group's committed offsets, rate and time left) is logged, exported as metrics and shown in
 // [Info].Rebuild. When the new version is at most [RebuildConfig].SwitchLag records behind on
-// every partition, the instance holding its first task runs the shadow check (the latest
-// values of both versions' served changelogs, on a sample or all keys, [ShadowReport]) and
-// writes the switch to the versions topic. Every instance follows the switch: queries read the
-// serving version, and a read spanning instances pins one version ([Runtime.Pin]) so it never
-// mixes partitions of two versions. After [RebuildConfig].DeleteAfter the old version's
+// every partition, the instance holding its first task runs the shadow check ([ShadowReport])
+// and writes the switch to the versions topic. The check compares the latest values of both
+// versions' served changelogs, on a sample or all keys. When both versions process input (an
+// on-demand rebuild), it first holds them at one cut of their source offsets, through the
+// versions topic: on every instance both versions stop their source partitions at the cut
+// (later records wait in their topics), drain their repartition topics, and are compared once
+// both groups' committed offsets are at the cut, so an unchanged definition reports no
+// difference however fast input arrives; the report names the cut. The hold ends with the
+// comparison, and after [RebuildConfig].ShadowHold at the latest: a version that cannot reach
+// the cut delays ingest no longer, and the report says why it compared the versions where
+// they stood.
+// Every instance follows the switch: queries read the serving version, and a read spanning
+// instances pins one version ([Runtime.Pin]) so it never mixes partitions of two versions. After [RebuildConfig].DeleteAfter the old version's
 // engines stop, its local stores are dropped and its topics and group deleted;
 // [Runtime.Rollback] before that makes it serve again. A rebuild whose engine fails (an error,
 // or a panic of view code) is recorded as failed with the reason, and the old version keeps
@@ -133,6 +141,9 @@
 //     sequence of switches; a [Pinned] read reads one version only, so a fanned-out read never
 //     mixes versions. Serving moves only to a version whose group lag is under the threshold
 //     on every partition, and a failed rebuild never changes the serving version.
+//   - The shadow check's hold loses and repeats no input: a held record is never processed
+//     nor covered by a commit or a transaction; its partition is rewound to it and fetches it
+//     when the hold ends.
 //   - A replaced version is deleted only after [RebuildConfig].DeleteAfter, and its topics
 //     only once its group is empty (or a minute later), so pinned reads and [Runtime.Rollback]
 //     have it until then.

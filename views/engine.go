@@ -134,9 +134,11 @@ type engine struct {
 	// Used by the loop goroutine only.
 	sender  *sender // of the batch in hand; its tasks use it too
 	pending map[taskID]bool
-	// wake ends a poll waiting for records when partitions are assigned: their tasks must
-	// restore and serve even when no new input arrives for them.
+	// wake ends a poll waiting for records when partitions are assigned (their tasks must
+	// restore and serve even when no new input arrives for them) or a hold changes.
 	wake chan struct{}
+	// held are the source partitions paused for a hold, at the record they wait at (hold.go).
+	held map[string]map[int32]kgo.EpochOffset
 
 	mu struct {
 		sync.Mutex
@@ -182,6 +184,8 @@ type engine struct {
 	serving   atomic.Bool
 	processed atomic.Int64 // input records processed
 	setUp     atomic.Bool  // setup done: partition counts known
+	// hold stops the sources at a cut for the shadow check (hold.go); nil: none.
+	hold atomic.Pointer[shadowHold]
 	// Size limits (limits.go): the topics the view writes, and whether Kafka refused a
 	// record for its size since the last batch that committed (loop goroutine only).
 	written     []string
@@ -402,7 +406,9 @@ func (e *engine) session(ctx context.Context) error {
 	lagCtx, stopLag := context.WithCancel(ctx)
 	defer stopLag()
 	go e.measureLag(lagCtx, c.cl)
+	e.held = nil // a new client pauses nothing
 	for {
+		e.releaseHeld(c.cl)
 		fs := e.poll(ctx, c)
 		if e.stalled.Swap(false) && ctx.Err() == nil {
 			return errStalled
@@ -413,6 +419,7 @@ func (e *engine) session(ctx context.Context) error {
 		if err := e.fetchErrors(fs); err != nil {
 			return err
 		}
+		e.holdBack(c.cl, fs)
 		// The batch in hand is finished even if ctx is cancelled meanwhile: a graceful stop.
 		bctx := context.WithoutCancel(ctx)
 		if err := e.openPending(ctx); err != nil {
@@ -491,6 +498,9 @@ func (e *engine) batch(ctx context.Context, c consumer, fs kgo.Fetches) error {
 		e.sidesDiscarded()
 		for _, t := range touched {
 			t.changes = t.changes[:0]
+		}
+		if err == nil {
+			e.resumeHeld(c.cl) // the abort rewound them below where they wait
 		}
 		return err
 	}

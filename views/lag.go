@@ -38,7 +38,7 @@ func (e *engine) measureLag(ctx context.Context, cl *kgo.Client) {
 		case <-tick.C:
 		}
 		waiting := e.noteLag(ctx, adm)
-		if n := e.processed.Load(); n != last || waiting == 0 || e.restoringAny() {
+		if n := e.processed.Load(); n != last || waiting == 0 || e.restoringAny() || e.holding() {
 			last, since = n, time.Now()
 			continue
 		}

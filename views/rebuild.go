@@ -56,6 +56,10 @@ type RebuildConfig struct {
 	// ShadowKeys is how many keys the shadow check compares before a switch; -1 compares
 	// every key. Default 1000.
 	ShadowKeys int
+	// ShadowHold bounds how long the shadow check may hold the inputs of both versions at
+	// one cut (input waits in its topics meanwhile); past it the check releases them and
+	// compares the versions where they stand, saying so in [ShadowReport].Err. Default 30s.
+	ShadowHold time.Duration
 	// DeleteAfter is how long a replaced, failed or rolled-back version's stores, topics and
 	// consumer group are kept (for reads pinned to it and for [Runtime.Rollback]) before they
 	// are deleted. Default 1h.
@@ -75,6 +79,9 @@ func (c RebuildConfig) withDefaults() RebuildConfig {
 	if c.ShadowKeys == 0 {
 		c.ShadowKeys = 1000
 	}
+	if c.ShadowHold == 0 {
+		c.ShadowHold = 30 * time.Second
+	}
 	if c.DeleteAfter == 0 {
 		c.DeleteAfter = time.Hour
 	}
@@ -83,8 +90,8 @@ func (c RebuildConfig) withDefaults() RebuildConfig {
 
 func (c RebuildConfig) validate() []string {
 	var p []string
-	if c.RecordsPerSecond < 0 || c.SwitchLag < 0 || c.CheckInterval < 0 || c.LogInterval < 0 || c.DeleteAfter < 0 {
-		p = append(p, "Rebuild.RecordsPerSecond, SwitchLag, CheckInterval, LogInterval and DeleteAfter must not be negative")
+	if c.RecordsPerSecond < 0 || c.SwitchLag < 0 || c.CheckInterval < 0 || c.LogInterval < 0 || c.DeleteAfter < 0 || c.ShadowHold < 0 {
+		p = append(p, "Rebuild.RecordsPerSecond, SwitchLag, CheckInterval, LogInterval, ShadowHold and DeleteAfter must not be negative")
 	}
 	if c.ShadowKeys < -1 {
 		p = append(p, fmt.Sprintf("Rebuild.ShadowKeys is %d; use a positive count, or -1 for every key", c.ShadowKeys))
@@ -295,7 +302,22 @@ func (vr *viewRun) apply(ctx context.Context, rec versionsRecord, p plan) {
 			vr.start(ctx, rec, version, process, version == p.rebuild)
 		}
 	}
+	vr.applyHold(rec.Hold)
 	vr.moveServing(p)
+}
+
+// applyHold gives the shadow check's hold to the engines of the two versions it names and
+// ends it for the others.
+func (vr *viewRun) applyHold(h *shadowHold) {
+	vr.mu.Lock()
+	defer vr.mu.Unlock()
+	for version, r := range vr.mu.engines {
+		if h != nil && (version == h.Old || version == h.New) {
+			r.e.setHold(h)
+		} else {
+			r.e.setHold(nil)
+		}
+	}
 }
 
 // start runs one version's engine in its own goroutine.
@@ -473,15 +495,11 @@ func (vr *viewRun) countRecords(e *engine) {
 func (vr *viewRun) switchOver(ctx context.Context, vlog *versionLog, rb *engine) {
 	cfg := vr.rt.cfg
 	rec, _ := vlog.get(vr.v.name)
-	var store string
-	if rb.v.served != nil {
-		store = rb.v.served.name
-	}
-	shadow := vr.shadowCheck(ctx, rec.Serving, rb.v.version, store)
+	shadow := vr.shadowCheck(ctx, vlog, rec, rb)
 	vr.rt.rmetrics.differ.WithLabelValues(string(vr.v.name)).Set(float64(shadow.Differ))
 	vr.rt.rmetrics.compared.WithLabelValues(string(vr.v.name)).Set(float64(shadow.Keys))
 	vr.log.Info("views: shadow check before the switch", "old", shadow.Old, "new", shadow.New, "keys", shadow.Keys,
-		"differ", shadow.Differ, "examples", strings.Join(shadow.Examples, ","), "err", shadow.Err)
+		"differ", shadow.Differ, "cut", shadow.Cut, "held", shadow.Held, "examples", strings.Join(shadow.Examples, ","), "err", shadow.Err)
 	_, err := vlog.update(ctx, vr.v.name, func(cur versionsRecord, _ bool) (versionsRecord, bool, error) {
 		next, err := switchTo(cur, rb.v.version, shadow, cfg.Now(), cfg.Rebuild.DeleteAfter)
 		return next, err == nil, err

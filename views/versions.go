@@ -35,6 +35,9 @@ type versionsRecord struct {
 	Serving versionEntry   `json:"serving"`
 	Rebuild *versionEntry  `json:"rebuild,omitempty"`
 	Old     []versionEntry `json:"old,omitempty"`
+	// Hold, while the shadow check runs, stops the serving and the rebuilding version at one
+	// cut of their inputs (hold.go). Every transition of the versions ends it.
+	Hold *shadowHold `json:"hold,omitempty"`
 }
 
 // versionEntry is one version of a view.
@@ -126,7 +129,7 @@ func startVersion(rec versionsRecord, fp string, declared int, now time.Time, de
 		rec.Old = append(rec.Old, *rb)
 	}
 	n := max(rec.Latest+1, declared)
-	rec.Latest = n
+	rec.Latest, rec.Hold = n, nil
 	rec.Rebuild = &versionEntry{Version: n, Fingerprint: fp, State: StateRebuilding, Since: now}
 	return rec.trimmed(), n
 }
@@ -142,7 +145,7 @@ func switchTo(rec versionsRecord, version int, shadow *ShadowReport, now time.Ti
 	rec.Old = append(rec.Old, old)
 	rec.Serving = *rec.Rebuild
 	rec.Serving.State, rec.Serving.Since, rec.Serving.Shadow = StateServing, now, shadow
-	rec.Rebuild = nil
+	rec.Rebuild, rec.Hold = nil, nil
 	return rec.trimmed(), nil
 }
 
@@ -153,6 +156,7 @@ func failVersion(rec versionsRecord, version int, reason string, now time.Time, 
 	}
 	rec = rec.clone()
 	rec.Rebuild.State, rec.Rebuild.Reason, rec.Rebuild.Since, rec.Rebuild.DeleteAt = StateFailed, reason, now, now.Add(delay)
+	rec.Hold = nil
 	return rec, true
 }
 
@@ -181,7 +185,7 @@ func rollBack(rec versionsRecord, now time.Time, delay time.Duration) (versionsR
 	from.State, from.Reason, from.Since, from.DeleteAt = StateRolledBack, "rolled back", now, now.Add(delay)
 	rec.Rebuild = &from
 	back.State, back.Since, back.DeleteAt = StateServing, now, time.Time{}
-	rec.Serving = back
+	rec.Serving, rec.Hold = back, nil
 	return rec.trimmed(), nil
 }
 

@@ -137,3 +137,28 @@ func TestThrottle(t *testing.T) {
 		t.Errorf("tokens %f after exceeding the rate", slow.tokens)
 	}
 }
+
+// Every transition of the versions ends a shadow check's hold, so that a hold never outlives
+// the rebuild it was for.
+func TestVersionTransitionsEndTheHold(t *testing.T) {
+	now := time.UnixMilli(1000)
+	rec, _ := startVersion(firstRecord("A", 1, now), "A", 1, now, time.Hour)
+	rec.Hold = &shadowHold{Old: 1, New: 2, Cut: offsets{"in": {0: 5}}, Until: now.Add(time.Minute)}
+	sw, err := switchTo(rec, 2, nil, now, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed, _ := failVersion(rec, 2, "x", now, time.Hour)
+	superseded, _ := startVersion(rec, "B", 1, now, time.Hour)
+	held := sw.clone()
+	held.Hold = rec.Hold
+	back, err := rollBack(held, now, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, r := range map[string]versionsRecord{"switch": sw, "fail": failed, "supersede": superseded, "rollback": back} {
+		if r.Hold != nil {
+			t.Errorf("%s kept the hold %+v", name, r.Hold)
+		}
+	}
+}
