@@ -130,6 +130,10 @@ func (c *cdcPosition) waitApplied(ctx context.Context, rt *views.Runtime, view v
 // followIdle is how long a view's applied LSN is followed after its last read.
 const followIdle = 30 * time.Second
 
+// followPace is the least time between two rounds of a follower: answers' LSNs trail what
+// is applied by about that much more.
+const followPace = 100 * time.Millisecond
+
 // appliedLSN knows, for each CDC-fed view read on this instance, the newest LSN L such that
 // the view has applied everything the CDC source wrote up to L: what answers carry as their
 // position's LSN. Finding that out takes admin round trips (the table topics' ends, the
@@ -277,6 +281,12 @@ func (a *appliedLSN) follow(view views.Name) {
 				return
 			}
 			a.proved(view, version, lsn)
+			// Paced: under steady writes a round ends at once, and back-to-back rounds would
+			// cost the brokers a stream of offset fetches for an LSN a few ms fresher.
+			select {
+			case <-a.ctx.Done():
+			case <-time.After(followPace):
+			}
 		}
 		if err != nil && !errors.Is(err, context.DeadlineExceeded) && a.ctx.Err() == nil {
 			a.log.Debug("tarn: following a view's applied LSN", "view", view, "err", err)
