@@ -67,9 +67,11 @@ type Config struct {
 	MaxBodyBytes int64
 	// MoveWait is how long a key read waits for a partition that is between owners (its
 	// owner left and no one has it yet, it restores here, or the owner it was sent to no
-	// longer has it) before answering 503: handovers take about a second, so a read during
-	// one is answered late rather than failed. Default 3s; 0 after setDefaults is not
-	// possible, a negative value turns the wait off.
+	// longer has it) before answering 503: a handover takes one to a few seconds (the group
+	// rebalances, then the others learn the new owner), so a read during one is answered
+	// late rather than failed. Default 10s (reads during handovers on a loaded 2-core machine
+	// waited up to 3.2s); 0 after setDefaults is not possible, a negative value turns the
+	// wait off.
 	MoveWait time.Duration
 	// RetryAfter is what 503 answers put in Retry-After (rounded up to seconds). Default 2s.
 	RetryAfter time.Duration
@@ -103,7 +105,7 @@ func (c *Config) setDefaults() {
 	setDefault(&c.MaxHeaderBytes, 64<<10)
 	setDefault(&c.MaxBodyBytes, 1<<20)
 	setDefault(&c.RetryAfter, 2*time.Second)
-	setDefault(&c.MoveWait, 3*time.Second)
+	setDefault(&c.MoveWait, 10*time.Second)
 	setDefault(&c.ProgressInterval, 15*time.Second)
 	setDefault(&c.WatchBuffer, 1024)
 	if c.Logger == nil {
