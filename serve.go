@@ -187,10 +187,7 @@ func waitForTableTopics(ctx context.Context, cfg Config, tables []string, log *s
 			return nil
 		}
 		if attempt%20 == 19 {
-			if err == nil {
-				err = details.Error()
-			}
-			if err != nil {
+			if err != nil { // not a topic missing (that is the normal wait): Kafka unreachable
 				log.Warn("tarn: the views wait for the CDC source's table topics; Kafka cannot list them", "topics", strings.Join(names, ","), "err", err)
 			} else {
 				log.Info("tarn: the views wait for the CDC source to create its table topics", "topics", strings.Join(names, ","))
