@@ -67,22 +67,28 @@ func (s *Server) key(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// goneRetry is how long a read waits before it asks an owner that failed to answer again.
+const goneRetry = 250 * time.Millisecond
+
 // moveDeadlineKey carries a key read's deadline for waiting on a moving partition, so that a
 // read retried after its owner went away waits no longer in all than Config.MoveWait.
 type moveDeadlineKey struct{}
 
 // settledOwner is the owner of partition part once it can answer: this instance with its
-// stores restored, or another instance other than gone (an owner that
-// just failed to answer). Until then it waits, up to the request's MoveWait budget, and then
-// returns the owner as it is (the caller answers 503).
+// stores restored, or another instance other than gone (an owner that just failed to
+// answer; after goneRetry it may be asked again, as an instance restarted on the same
+// address is the same owner back). Until then it waits, up to the request's MoveWait
+// budget, and then returns the owner as it is (the caller answers 503).
 func (s *Server) settledOwner(r *http.Request, v View, part int32, gone string) Owner {
 	deadline, ok := r.Context().Value(moveDeadlineKey{}).(time.Time)
 	if !ok {
 		deadline = time.Now().Add(s.cfg.MoveWait)
 	}
+	began := time.Now()
 	for {
 		o := v.Owner(part)
-		settled := o.Local && !o.Restoring || !o.Local && o.Addr != "" && o.Addr != gone
+		other := o.Addr != gone || time.Since(began) >= goneRetry
+		settled := o.Local && !o.Restoring || !o.Local && o.Addr != "" && other
 		if settled || !time.Now().Before(deadline) {
 			return o
 		}
@@ -217,6 +223,17 @@ func (s *Server) readKey(ctx context.Context, r *http.Request, v View, key []byt
 func (s *Server) readFailed(w http.ResponseWriter, r *http.Request, err error) {
 	var notOwner *NotOwnerError
 	if errors.As(err, &notOwner) {
+		// The partition left this instance between the ownership check and the read, with
+		// no new owner known yet: a handover under way, waited for like any other.
+		if notOwner.Addr == "" && r.Header.Get(forwardedHeader) == "" {
+			select {
+			case <-r.Context().Done():
+			case <-time.After(25 * time.Millisecond):
+			}
+			if s.rerouteMoved(w, r, notOwner.Partition, "") {
+				return
+			}
+		}
 		s.route(w, r, notOwner.Partition, notOwner.Addr)
 		return
 	}

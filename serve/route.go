@@ -49,7 +49,10 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, part int32, addr 
 			}
 			return nil
 		},
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+		// The handler is given the request as sent to the owner, marked forwarded; a retry
+		// from here is this instance's own, for its client, so it works on the request
+		// the client sent (a forwarded one could not be routed on: route would refuse it).
+		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
 			if s.rerouteMoved(w, r, part, addr) {
 				return
 			}
@@ -88,7 +91,7 @@ func (s *Server) rerouteMoved(w http.ResponseWriter, r *http.Request, part int32
 	}
 	v := viewOf(r)
 	o := s.settledOwner(r, v, part, addr)
-	if !o.Local && (o.Addr == "" || o.Addr == addr) {
+	if !o.Local && o.Addr == "" || !time.Now().Before(deadline) {
 		return false
 	}
 	s.key(w, r)
