@@ -350,7 +350,7 @@ func (r *Runtime) Subscribe(ctx context.Context, view Name, after Position, buff
 
 // Owners maps each partition of a view's served store to the advertised HTTP address of the
 // instance that owns it, from the view's consumer group (members without an address map to
-// "").
+// ""). Partitions the group gives this instance are left out: its tasks say which it has.
 func (r *Runtime) Owners(ctx context.Context, view Name) (map[int32]string, error) {
 	e, err := r.queryable(view)
 	if err != nil {
@@ -378,9 +378,13 @@ func (e *engine) owners(ctx context.Context) (map[int32]string, error) {
 		src = e.env.resolve(s.topic)
 	}
 	out := map[int32]string{}
+	self := clientIDPrefix + e.rt.cfg.AdvertiseAddr
 	for _, m := range groups[e.group].Members {
 		assigned, ok := m.Assigned.AsConsumer()
-		if !ok {
+		// This instance's own partitions are known from its tasks, not from the group: one
+		// the group gives it that its engine has not taken yet (or its dead predecessor's,
+		// on the same address) has no other owner to send a read to.
+		if !ok || m.ClientID == self {
 			continue
 		}
 		for _, t := range assigned.Topics {
