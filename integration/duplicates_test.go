@@ -26,7 +26,7 @@ import (
 // applied (the tarn_views_uncommitted_records gauge, and the group's committed offsets against
 // the topic's end), then SIGKILLs it mid-stream and starts it again. The restarted instance
 // processes again what was applied but not committed: the over-count of the count view must
-// stay within the largest gap the gauge showed, the bound the README states.
+// stay within twice the largest gap the gauge showed, the bound the README states.
 func TestServeAtLeastOnceDuplicateBound(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
@@ -132,9 +132,12 @@ func TestServeAtLeastOnceDuplicateBound(t *testing.T) {
 	time.Sleep(3 * time.Second) // nothing more arrives: the count is final
 	s, _ := total()
 	over := s - n
-	t.Logf("after SIGKILL and restart: counted %d of %d trades, %d counted twice (bound: the largest uncommitted gap seen, %d)", s, n, over, maxGauge)
-	if over > maxGauge {
-		t.Fatalf("%d trades counted twice after the kill, more than the largest uncommitted gap the gauge showed (%d)", over, maxGauge)
+	// The gauge is what was applied but not committed when a commit landed; by the kill, at
+	// most one more commit round trip was applied (the next commit goes out as one lands).
+	bound := 2 * maxGauge
+	t.Logf("after SIGKILL and restart: counted %d of %d trades, %d counted twice (bound: twice the largest uncommitted gap the gauge showed, %d)", s, n, over, bound)
+	if over > bound {
+		t.Fatalf("%d trades counted twice after the kill, more than twice the largest uncommitted gap the gauge showed (%d)", over, bound)
 	}
 }
 

@@ -144,7 +144,7 @@ func TestServeThreeInstances(t *testing.T) {
 			reads++
 			slowest = max(slowest, took)
 			if code != http.StatusOK && loadCtx.Err() == nil {
-				failures = append(failures, failure{began, sym, fmt.Sprintf("%d %s", code, strings.TrimSpace(body))})
+				failures = append(failures, failure{began, sym, fmt.Sprintf("%d after %s %s", code, took.Round(time.Millisecond), strings.TrimSpace(body))})
 			}
 			mu.Unlock()
 		}
@@ -259,8 +259,10 @@ func TestServeThreeInstances(t *testing.T) {
 	waitServe(t, stays, time.Minute, "the change stream to reach the changelog's end", func() bool { return follower.reached(ends) })
 	stopFollowing()
 	follower.check(ctx, brokers, changelog, ends)
-	if !slices.Contains(follower.ends, "end:instance-stopping") {
-		t.Errorf("the change stream through the stopped instance did not end with instance-stopping: %v", follower.ends)
+	// The stream through the stopped instance ends with an end event: instance-stopping, or
+	// peer-ended when a partition it followed on another instance moved first.
+	if len(follower.ends) == 0 || follower.ends[0] != "end:instance-stopping" && follower.ends[0] != "end:peer-ended" {
+		t.Errorf("the change stream through the stopped instance did not end with an end event saying why: %v", follower.ends)
 	}
 }
 
