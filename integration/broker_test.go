@@ -77,7 +77,7 @@ func brokerRestart(ctx context.Context, t *testing.T, broker *testenv.KafkaProce
 			broker.Restart(ctx)
 		}
 	}()
-	time.Sleep(20 * time.Second)
+	time.Sleep(30 * time.Second) // the outage the issue names
 	select {
 	case err := <-in.exited:
 		t.Fatalf("tarn serve exited (%v) while Kafka was down", err)
