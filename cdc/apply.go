@@ -40,9 +40,15 @@ func newApplier(r *runner, st *streamState) *applier {
 	return &applier{r: r, st: st, rels: map[uint32]*relation{}}
 }
 
+// run applies the stream's messages. A batch closes BatchInterval after it got its first
+// content (at the first transaction end after that): a timer armed for that moment, not a
+// ticker, whose phase would add up to another interval to every change's way to Kafka. While
+// a transaction is open no timer is needed: its commit message wakes the loop.
 func (a *applier) run(ctx context.Context) error {
-	t := time.NewTicker(a.r.cfg.BatchInterval)
-	defer t.Stop()
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	armed := false
 	for {
 		select {
 		case <-ctx.Done():
@@ -51,10 +57,15 @@ func (a *applier) run(ctx context.Context) error {
 			if err := a.handle(ctx, m); err != nil {
 				return err
 			}
-		case <-t.C:
+		case <-timer.C:
+			armed = false
 		}
 		if err := a.maybeCommit(ctx); err != nil {
 			return err
+		}
+		if a.open && !a.inTxn && a.pending != nil && !armed {
+			timer.Reset(time.Until(a.started.Add(a.r.cfg.BatchInterval)))
+			armed = true
 		}
 	}
 }
