@@ -51,8 +51,8 @@ func tradeCount(in *instance, sym string) (int, bool) {
 }
 
 // insertOrder writes an order of customer and returns pg_current_wal_insert_lsn() after its
-// commit: an LSN at or after the commit whatever synchronous_commit is (the test cluster
-// runs with it off, where pg_current_wal_lsn() can trail the commit).
+// commit: an LSN at or after the commit whatever synchronous_commit is (with it off,
+// pg_current_wal_lsn() can trail the commit).
 func insertOrder(ctx context.Context, t *testing.T, conn *pgx.Conn, id, customer int64) string {
 	t.Helper()
 	var lsn string
