@@ -31,6 +31,8 @@ const (
 	latRampFor  = 3 * time.Second  // produce or insert as fast as possible this long
 	latRampWait = 60 * time.Second // at most this long for the ramp's records to become visible
 	latLoadFor  = 20 * time.Second // the paced load at half of the maximum rate
+	latLightFor = 10 * time.Second // the light load, to show the floor apart from load
+	latLight    = 50               // records or transactions per second of the light load
 	latSymbols  = 8                // watched keys per input
 )
 
@@ -81,18 +83,23 @@ func TestEventToQueryable(t *testing.T) {
 	p.createCustomers(ctx)
 
 	var rows []latRow
+	rows = append(rows, k.measure(ctx, "light", latLight, latLightFor)...)
 	kmax := k.maxRate(ctx)
-	rows = append(rows, k.measure(ctx, kmax/2)...)
+	rows = append(rows, k.measure(ctx, "half", kmax/2, latLoadFor)...)
+	rows = append(rows, p.measure(ctx, 1, latLight, latLightFor)...)
 	pmax := p.maxRate(ctx)
-	rows = append(rows, p.measure(ctx, pmax/2)...)
+	rows = append(rows, p.measure(ctx, 2, pmax/2, latLoadFor)...)
 
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nevent-to-queryable latency through tarn serve (%s, 1 instance, at-least-once)\n", time.Now().UTC().Format("2006-01-02"))
-	fmt.Fprintf(&b, "max applied rate: kafka trades %.0f rec/s, postgres orders %.0f tx/s; load at half of each for %s\n\n", kmax, pmax, latLoadFor)
+	fmt.Fprintf(&b, "max applied rate: kafka trades %.0f rec/s, postgres orders %.0f tx/s \n", kmax, pmax)
+	fmt.Fprintf(&b, "  (records of a %s ramp over the time until the last was visible: when tarn keeps up, the writer's rate, a floor of tarn's)\n", latRampFor)
+	fmt.Fprintf(&b, "each input: %d/s for %s (the floor), then half of its maximum for %s (the issue's figure)\n\n", latLight, latLightFor, latLoadFor)
 	fmt.Fprintf(&b, "%-34s %8s %9s %8s %8s %8s %8s %s\n", "figure", "rate/s", "n", "p50", "p99", "p99.9", "max", "goal")
 	for _, r := range rows {
 		fmt.Fprintln(&b, r)
 	}
+	fmt.Fprintf(&b, "\nmean time per polled batch (tarn_views_batch_seconds, the whole run): %s\n", batchTimes(in))
 	fmt.Print(b.String())
 }
 
@@ -256,4 +263,37 @@ func waitVisible(ctx context.Context, want int, total func() int) (time.Time, in
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// batchTimes is each view's mean tarn_views_batch_seconds from in's /metrics, as
+// "view=12.3ms(n) …" for the views the benchmark loads.
+func batchTimes(in *instance) string {
+	_, text := get(in.base + "/metrics")
+	sum, count := map[string]float64{}, map[string]float64{}
+	for _, line := range strings.Split(text, "\n") {
+		name, rest, ok := strings.Cut(line, "{")
+		if !ok || (name != "tarn_views_batch_seconds_sum" && name != "tarn_views_batch_seconds_count") {
+			continue
+		}
+		labels, value, _ := strings.Cut(rest, "} ")
+		var v float64
+		fmt.Sscan(value, &v)
+		for _, l := range strings.Split(labels, ",") {
+			if view, ok := strings.CutPrefix(l, `view="`); ok {
+				view = strings.TrimSuffix(view, `"`)
+				if name == "tarn_views_batch_seconds_sum" {
+					sum[view] += v
+				} else {
+					count[view] += v
+				}
+			}
+		}
+	}
+	var out []string
+	for _, view := range []string{"price-range", "orders-per-customer"} {
+		if count[view] > 0 {
+			out = append(out, fmt.Sprintf("%s=%s (%.0f batches)", view, fmtMS(time.Duration(sum[view]/count[view]*float64(time.Second))), count[view]))
+		}
+	}
+	return strings.Join(out, ", ")
 }

@@ -17,7 +17,10 @@ import (
 // read by orders-per-customer. Each phase uses keys of its own (fresh symbols, fresh
 // customers), so every count starts at zero.
 
-const latRYWGoal = "≤ 250ms (p99)"
+const (
+	latGoal    = "≤ 100ms (p99)"
+	latRYWGoal = "≤ 250ms (p99)"
+)
 
 type kafkaLoad struct {
 	t   *testing.T
@@ -78,10 +81,11 @@ func (k *kafkaLoad) maxRate(ctx context.Context) float64 {
 	return rate
 }
 
-// measure loads price-range at rate trades/s for latLoadFor with live watches on its symbols,
-// and meanwhile reads one more symbol's trades back with min_offsets= one at a time.
-func (k *kafkaLoad) measure(ctx context.Context, rate float64) []latRow {
-	syms := k.symbols("L")
+// measure loads price-range at rate trades/s for d with live watches on its symbols, and
+// meanwhile reads one more symbol's trades back with min_offsets= one at a time. phase names
+// the run's keys.
+func (k *kafkaLoad) measure(ctx context.Context, phase string, rate float64, d time.Duration) []latRow {
+	syms := k.symbols("L" + phase)
 	arr := newArrivals()
 	wctx, stopWatches := context.WithCancel(ctx)
 	defer stopWatches()
@@ -98,8 +102,8 @@ func (k *kafkaLoad) measure(ctx context.Context, rate float64) []latRow {
 
 	lctx, stopRYW := context.WithCancel(ctx)
 	ryw := make(chan []time.Duration)
-	go func() { ryw <- k.readYourWrites(lctx) }()
-	calls := pace(ctx, rate, latLoadFor, 1, func(_ context.Context, i int) bool {
+	go func() { ryw <- k.readYourWrites(lctx, "W"+phase+k.app) }()
+	calls := pace(ctx, rate, d, 1, func(_ context.Context, i int) bool {
 		s, n := syms[i%len(syms)], i/len(syms)+1
 		k.produce(ctx, s, i, func(_ *kgo.Record, err error) {
 			if err != nil {
@@ -114,9 +118,9 @@ func (k *kafkaLoad) measure(ctx context.Context, rate float64) []latRow {
 	waits := <-ryw
 	k.cl.Flush(ctx)
 	lat := settle(arr, calls)
-	rowRate := float64(calls) / latLoadFor.Seconds()
+	rowRate := float64(calls) / d.Seconds()
 	return []latRow{
-		{name: "kafka produce ack → watch", rate: rowRate, goal: "≤ 100ms (p99)", lat: lat},
+		{name: "kafka produce ack → watch", rate: rowRate, goal: latGoal, lat: lat},
 		{name: "kafka read min_offsets wait", rate: rowRate, goal: latRYWGoal, lat: waits},
 	}
 }
@@ -138,8 +142,7 @@ func settle(arr *arrivals, writes int) []time.Duration {
 
 // readYourWrites produces one trade at a time on a symbol of its own and reads it back at
 // once with min_offsets=trades:partition:offset&wait=5s, until ctx ends: the reads' durations.
-func (k *kafkaLoad) readYourWrites(ctx context.Context) []time.Duration {
-	sym := "W" + k.app
+func (k *kafkaLoad) readYourWrites(ctx context.Context, sym string) []time.Duration {
 	var waits []time.Duration
 	for i := 1; ctx.Err() == nil; i++ {
 		done := make(chan *kgo.Record, 1)
@@ -177,20 +180,21 @@ type pgLoad struct {
 	next atomic.Int64
 }
 
-// Customers of each phase: ramp base+0…, load base+100…, read-your-writes base+200.
+// Customers of each phase: the ramp's base+0…, then phase i's load base+100·(i+1)… and its
+// read-your-writes customer base+100·(i+1)+50.
 const (
 	latRampCustomers = 0
-	latLoadCustomers = 100
-	latRYWCustomer   = 200
+	latPhases        = 2
+	latRYWCustomer   = 50
 )
 
 func (p *pgLoad) createCustomers(ctx context.Context) {
-	for _, c := range []int64{latRampCustomers, latLoadCustomers} {
+	for ph := range int64(latPhases + 1) {
 		for i := range int64(latSymbols) {
-			p.exec(ctx, `INSERT INTO customers (id, name, region) VALUES ($1, 'c', 'eu')`, p.base+c+i)
+			p.exec(ctx, `INSERT INTO customers (id, name, region) VALUES ($1, 'c', 'eu')`, p.base+100*ph+i)
 		}
+		p.exec(ctx, `INSERT INTO customers (id, name, region) VALUES ($1, 'c', 'eu')`, p.base+100*ph+latRYWCustomer)
 	}
-	p.exec(ctx, `INSERT INTO customers (id, name, region) VALUES ($1, 'c', 'eu')`, p.base+latRYWCustomer)
 }
 
 func (p *pgLoad) exec(ctx context.Context, sql string, args ...any) {
@@ -252,7 +256,10 @@ func (p *pgLoad) maxRate(ctx context.Context) float64 {
 // partitions and can be applied out of order. The n-th order has amount n: a value whose
 // total is 1+…+count holds exactly the first count orders, and only such a value marks them
 // visible (a later one does, if not: the figure can only be too high, never too low).
-func (p *pgLoad) measure(ctx context.Context, rate float64) []latRow {
+//
+// phase (1…latPhases) picks the run's customers.
+func (p *pgLoad) measure(ctx context.Context, phase int, rate float64, d time.Duration) []latRow {
+	first := p.base + 100*int64(phase)
 	arr := newArrivals()
 	wctx, stopWatches := context.WithCancel(ctx)
 	defer stopWatches()
@@ -267,7 +274,7 @@ func (p *pgLoad) measure(ctx context.Context, rate float64) []latRow {
 		}
 		return m.Orders
 	}
-	key := func(i int) string { return fmt.Sprint(p.base + latLoadCustomers + int64(i)) }
+	key := func(i int) string { return fmt.Sprint(first + int64(i)) }
 	for i := range latSymbols {
 		go watchKey(wctx, p.t, p.in.base+"/v1/views/orders-per-customer/keys/"+key(i)+"?watch=sse", prefix,
 			func(c int, at time.Time) { arr.visible(key(i), c, at) })
@@ -276,10 +283,10 @@ func (p *pgLoad) measure(ctx context.Context, rate float64) []latRow {
 
 	lctx, stopRYW := context.WithCancel(ctx)
 	ryw := make(chan []time.Duration)
-	go func() { ryw <- p.readYourWrites(lctx) }()
-	calls := pace(ctx, rate, latLoadFor, latPGWorkers, func(ctx context.Context, i int) bool {
+	go func() { ryw <- p.readYourWrites(lctx, first+latRYWCustomer) }()
+	calls := pace(ctx, rate, d, latPGWorkers, func(ctx context.Context, i int) bool {
 		c, n := i%latSymbols, i/latSymbols+1
-		if err := p.insert(ctx, p.base+latLoadCustomers+int64(c), n); err != nil {
+		if err := p.insert(ctx, first+int64(c), n); err != nil {
 			if ctx.Err() == nil {
 				p.t.Errorf("insert: %v", err)
 			}
@@ -291,9 +298,9 @@ func (p *pgLoad) measure(ctx context.Context, rate float64) []latRow {
 	stopRYW()
 	waits := <-ryw
 	lat := settle(arr, calls)
-	rowRate := float64(calls) / latLoadFor.Seconds()
+	rowRate := float64(calls) / d.Seconds()
 	return []latRow{
-		{name: "postgres commit → watch", rate: rowRate, goal: "≤ 100ms (p99)", lat: lat},
+		{name: "postgres commit → watch", rate: rowRate, goal: latGoal, lat: lat},
 		{name: "postgres read min_lsn wait", rate: rowRate, goal: latRYWGoal, lat: waits},
 	}
 }
@@ -301,13 +308,12 @@ func (p *pgLoad) measure(ctx context.Context, rate float64) []latRow {
 // readYourWrites commits one order at a time of a customer of its own, reads
 // pg_current_wal_insert_lsn() on the same connection (see insertOrder) and reads the count back
 // at once with min_lsn=&wait=5s, until ctx ends: the reads' durations.
-func (p *pgLoad) readYourWrites(ctx context.Context) []time.Duration {
+func (p *pgLoad) readYourWrites(ctx context.Context, customer int64) []time.Duration {
 	conn, err := p.pool.Acquire(ctx)
 	if err != nil {
 		return nil
 	}
 	defer conn.Release()
-	customer := p.base + latRYWCustomer
 	var waits []time.Duration
 	for i := 1; ctx.Err() == nil; i++ {
 		var lsn string
