@@ -70,6 +70,11 @@ func TestEventToQueryable(t *testing.T) {
 		t.Fatal(err)
 	}
 	pcfg.MaxConns = latPGWorkers + 2 // the load's workers and the read-your-writes loop
+	// The test cluster runs with synchronous_commit=off, where a commit reaches the WAL's
+	// flushed end (all a walsender sends) only at the WAL writer's next round, up to
+	// wal_writer_delay (200ms) later: a floor of the cluster's, not tarn's. The benchmark's
+	// transactions commit as production's do.
+	pcfg.ConnConfig.RuntimeParams["synchronous_commit"] = "on"
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		t.Fatal(err)
