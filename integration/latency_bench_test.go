@@ -88,22 +88,33 @@ func TestEventToQueryable(t *testing.T) {
 	p.createCustomers(ctx)
 
 	var rows []latRow
-	rows = append(rows, k.measure(ctx, "light", latLight, latLightFor)...)
+	light, half := fmt.Sprintf("%d/s", latLight), "half max"
+	rows = append(rows, loaded(light, k.measure(ctx, "light", latLight, latLightFor))...)
 	kmax := k.maxRate(ctx)
-	rows = append(rows, k.measure(ctx, "half", kmax/2, latLoadFor)...)
-	rows = append(rows, p.measure(ctx, 1, latLight, latLightFor)...)
+	rows = append(rows, loaded(half, k.measure(ctx, "half", kmax/2, latLoadFor))...)
+	rows = append(rows, loaded(light, p.measure(ctx, 1, latLight, latLightFor))...)
 	pmax := p.maxRate(ctx)
-	rows = append(rows, p.measure(ctx, 2, pmax/2, latLoadFor)...)
+	rows = append(rows, loaded(half, p.measure(ctx, 2, pmax/2, latLoadFor))...)
 
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nevent-to-queryable latency through tarn serve (%s, 1 instance, at-least-once)\n", time.Now().UTC().Format("2006-01-02"))
 	fmt.Fprintf(&b, "max applied rate: kafka trades %.0f rec/s, postgres orders %.0f tx/s \n", kmax, pmax)
 	fmt.Fprintf(&b, "  (records of a %s ramp over the time until the last was visible: when tarn keeps up, the writer's rate, a floor of tarn's)\n", latRampFor)
 	fmt.Fprintf(&b, "each input: %d/s for %s (the floor), then half of its maximum for %s (the issue's figure)\n\n", latLight, latLightFor, latLoadFor)
-	fmt.Fprintf(&b, "%-34s %8s %9s %8s %8s %8s %8s %s\n", "figure", "rate/s", "n", "p50", "p99", "p99.9", "max", "goal")
+	fmt.Fprintf(&b, "%-30s %-8s %8s %9s %8s %8s %8s %8s %s\n", "figure", "load", "rate/s", "n", "p50", "p99", "p99.9", "max", "goal")
 	for _, r := range rows {
 		fmt.Fprintln(&b, r)
 	}
+	for _, r := range rows {
+		if r.load == half && len(r.by) > 0 {
+			var ms []string
+			for _, d := range r.by {
+				ms = append(ms, fmt.Sprintf("%.0f", float64(d)/float64(time.Millisecond)))
+			}
+			fmt.Fprintf(&b, "\n%s at half max, p99 (ms) of each %s of writes: %s", r.name, latBucket, strings.Join(ms, " "))
+		}
+	}
+	fmt.Fprintln(&b)
 	fmt.Fprintf(&b, "\nmean time per polled batch (tarn_views_batch_seconds, the whole run): %s\n", batchTimes(in))
 	fmt.Print(b.String())
 }
@@ -111,14 +122,19 @@ func TestEventToQueryable(t *testing.T) {
 // latRow is one line of the printed table.
 type latRow struct {
 	name string
+	load string // "50/s" or "half max"
 	rate float64
 	goal string
 	lat  []time.Duration
+	by   []time.Duration // the p99 of each latBucket of writes, in order (watch rows only)
 }
+
+// latBucket is the span of writes each figure of a row's timeline covers.
+const latBucket = 2 * time.Second
 
 func (r latRow) String() string {
 	if len(r.lat) == 0 {
-		return fmt.Sprintf("%-34s %8.0f %9d no samples", r.name, r.rate, 0)
+		return fmt.Sprintf("%-30s %-8s %8.0f %9d no samples", r.name, r.load, r.rate, 0)
 	}
 	slices.Sort(r.lat)
 	q := func(f float64) string {
@@ -128,8 +144,15 @@ func (r latRow) String() string {
 		}
 		return fmtMS(r.lat[i])
 	}
-	return fmt.Sprintf("%-34s %8.0f %9d %8s %8s %8s %8s %s", r.name, r.rate, len(r.lat),
+	return fmt.Sprintf("%-30s %-8s %8.0f %9d %8s %8s %8s %8s %s", r.name, r.load, r.rate, len(r.lat),
 		q(0.50), q(0.99), q(0.999), fmtMS(r.lat[len(r.lat)-1]), r.goal)
+}
+
+func loaded(load string, rows []latRow) []latRow {
+	for i := range rows {
+		rows[i].load = load
+	}
+	return rows
 }
 
 func fmtMS(d time.Duration) string {
@@ -177,22 +200,53 @@ func setAt(s []time.Time, n int, at time.Time) []time.Time {
 // were acknowledged but never seen (these are left out of the figures; the test reports them).
 // A change can reach the watch before its acknowledgement reaches the producer: that counts 0.
 func (a *arrivals) latencies() (lat []time.Duration, unseen int) {
+	lat, _, unseen = a.latenciesAt()
+	return lat, unseen
+}
+
+// latenciesAt is latencies with each one's acknowledgement time.
+func (a *arrivals) latenciesAt() (lat []time.Duration, ats []time.Time, unseen int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for key, acks := range a.ack {
 		seen := a.seen[key]
-		for i, at := range acks {
-			if at.IsZero() {
+		for i, t := range acks {
+			if t.IsZero() {
 				continue
 			}
 			if i >= len(seen) || seen[i].IsZero() {
 				unseen++
 				continue
 			}
-			lat = append(lat, max(0, seen[i].Sub(at)))
+			lat = append(lat, max(0, seen[i].Sub(t)))
+			ats = append(ats, t)
 		}
 	}
-	return lat, unseen
+	return lat, ats, unseen
+}
+
+// timeline is the p99 of lat over each latBucket of at, from the first.
+func timeline(lat []time.Duration, at []time.Time) []time.Duration {
+	if len(at) == 0 {
+		return nil
+	}
+	first := slices.MinFunc(at, time.Time.Compare)
+	var buckets [][]time.Duration
+	for i, t := range at {
+		b := int(t.Sub(first) / latBucket)
+		for len(buckets) <= b {
+			buckets = append(buckets, nil)
+		}
+		buckets[b] = append(buckets[b], lat[i])
+	}
+	out := make([]time.Duration, len(buckets))
+	for i, b := range buckets {
+		if len(b) > 0 {
+			slices.Sort(b)
+			out[i] = b[len(b)*99/100]
+		}
+	}
+	return out
 }
 
 // watchKey follows url (a ?watch=sse stream) until ctx ends, reporting each change's count as

@@ -117,24 +117,25 @@ func (k *kafkaLoad) measure(ctx context.Context, phase string, rate float64, d t
 	stopRYW()
 	waits := <-ryw
 	k.cl.Flush(ctx)
-	lat := settle(arr, calls)
+	lat, by := settle(arr, calls)
 	rowRate := float64(calls) / d.Seconds()
 	return []latRow{
-		{name: "kafka produce ack → watch", rate: rowRate, goal: latGoal, lat: lat},
+		{name: "kafka produce ack → watch", rate: rowRate, goal: latGoal, lat: lat, by: by},
 		{name: "kafka read min_offsets wait", rate: rowRate, goal: latRYWGoal, lat: waits},
 	}
 }
 
-// settle waits up to 10s for every write to be seen and returns the latencies.
-func settle(arr *arrivals, writes int) []time.Duration {
+// settle waits up to 10s for every write to be seen and returns the latencies and their
+// timeline.
+func settle(arr *arrivals, writes int) ([]time.Duration, []time.Duration) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		lat, unseen := arr.latencies()
+		lat, at, unseen := arr.latenciesAt()
 		if (unseen == 0 && len(lat) >= writes) || time.Now().After(deadline) {
 			if unseen > 0 || len(lat) < writes {
 				fmt.Printf("warning: %d of %d writes were not seen on the watches (left out)\n", writes-len(lat), writes)
 			}
-			return lat
+			return lat, timeline(lat, at)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -297,10 +298,10 @@ func (p *pgLoad) measure(ctx context.Context, phase int, rate float64, d time.Du
 	})
 	stopRYW()
 	waits := <-ryw
-	lat := settle(arr, calls)
+	lat, by := settle(arr, calls)
 	rowRate := float64(calls) / d.Seconds()
 	return []latRow{
-		{name: "postgres commit → watch", rate: rowRate, goal: latGoal, lat: lat},
+		{name: "postgres commit → watch", rate: rowRate, goal: latGoal, lat: lat, by: by},
 		{name: "postgres read min_lsn wait", rate: rowRate, goal: latRYWGoal, lat: waits},
 	}
 }
