@@ -98,7 +98,7 @@ func TestEventToQueryable(t *testing.T) {
 
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nevent-to-queryable latency through tarn serve (%s, 1 instance, at-least-once)\n", time.Now().UTC().Format("2006-01-02"))
-	fmt.Fprintf(&b, "max applied rate: kafka trades %.0f rec/s, postgres orders %.0f tx/s \n", kmax, pmax)
+	fmt.Fprintf(&b, "max applied rate: kafka trades %.0f rec/s, postgres orders %.0f tx/s\n", kmax, pmax)
 	fmt.Fprintf(&b, "  (records of a %s ramp over the time until the last was visible: when tarn keeps up, the writer's rate, a floor of tarn's)\n", latRampFor)
 	fmt.Fprintf(&b, "each input: %d/s for %s (the floor), then half of its maximum for %s (the issue's figure)\n\n", latLight, latLightFor, latLoadFor)
 	fmt.Fprintf(&b, "%-30s %-8s %8s %9s %8s %8s %8s %8s %s\n", "figure", "load", "rate/s", "n", "p50", "p99", "p99.9", "max", "goal")
