@@ -1,4 +1,4 @@
-package tarn
+package servebackend
 
 import (
 	"context"
@@ -13,34 +13,69 @@ import (
 	"github.com/tarnhq/tarn/views"
 )
 
-// backend adapts a views.Runtime to what serve answers HTTP requests from.
+// Backend adapts a views.Runtime to what serve answers HTTP requests from: it is the
+// [serve.Backend] of a tarn instance. Make it with [New] and keep [Backend.Run] running while
+// it serves.
 //
 // Positions differ by one between the two: views reports the last changelog offset a partition
 // has applied, serve the next one to apply (so that a zero position means "nothing yet").
-type backend struct {
-	rt     *views.Runtime
-	cdc    *cdcHealth
-	owners *ownerCache
+type Backend struct {
+	rt *views.Runtime
+	// cdcProblem says why the CDC source does not run here ("" when it does or there is none).
+	cdcProblem func() string
+	// cdcTopics are the table topics the CDC source writes.
+	cdcTopics map[string]bool
+	owners    *ownerCache
 	// cdcPos follows the CDC source's position for min_lsn reads; nil without a CDC source.
 	cdcPos *cdcPosition
 	// lsns knows the LSN each CDC-fed view has applied, for the positions of answers; nil
 	// without a CDC source.
 	lsns *appliedLSN
-	// stopping is closed when the instance starts to stop: live subscriptions end with
-	// serve.ErrStopping, so that their clients resume elsewhere.
-	stopping     chan struct{}
-	stoppingOnce sync.Once
+	// stopping is closed when Run ends (the instance starts to stop): live subscriptions end
+	// with serve.ErrStopping, so that their clients resume elsewhere.
+	stopping chan struct{}
 }
 
-// stop ends the live subscriptions (see stopping).
-func (b *backend) stop() { b.stoppingOnce.Do(func() { close(b.stopping) }) }
-
-// newBackend makes the backend; with a CDC source (pos), close its lsns when done.
-func newBackend(rt *views.Runtime, cdc *cdcHealth, pos *cdcPosition, lsns *appliedLSN) *backend {
-	return &backend{rt: rt, cdc: cdc, cdcPos: pos, lsns: lsns, stopping: make(chan struct{}), owners: &ownerCache{rt: rt, ttl: time.Second, byView: map[views.Name]ownerEntry{}}}
+// New makes the backend of cfg.Runtime; with a CDC source (cfg.CDCSlot) it connects to Kafka
+// to follow the source's position, which [Backend.Run] then reads.
+func New(cfg Config) (*Backend, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	b := &Backend{rt: cfg.Runtime, cdcProblem: cfg.CDCProblem, cdcTopics: map[string]bool{},
+		stopping: make(chan struct{}), owners: &ownerCache{rt: cfg.Runtime, ttl: time.Second, byView: map[views.Name]ownerEntry{}}}
+	for _, name := range cfg.CDCTopics {
+		b.cdcTopics[name] = true
+	}
+	if cfg.CDCSlot != "" {
+		pos, err := newCDCPosition(cfg.Brokers, cfg.App, cfg.CDCSlot, cfg.Logger)
+		if err != nil {
+			return nil, err
+		}
+		b.cdcPos, b.lsns = pos, newAppliedLSN(pos, cfg.Runtime, cfg.Logger)
+	}
+	return b, nil
 }
 
-func (b *backend) Views() []serve.ViewInfo {
+// Run follows the CDC source's position (for min_lsn and the LSNs of answers) until ctx
+// ends, and returns nil then. Before it returns it ends the live subscriptions with
+// serve.ErrStopping and stops following the views' LSNs (answers then carry the last LSN
+// known): the instance stops, and its clients should resume elsewhere. Reads keep working
+// after Run returns, so that an instance can answer while it hands its partitions over.
+func (b *Backend) Run(ctx context.Context) error {
+	var err error
+	if b.cdcPos != nil {
+		err = b.cdcPos.run(ctx)
+	} else {
+		<-ctx.Done()
+	}
+	close(b.stopping)
+	b.lsns.close()
+	return err
+}
+
+func (b *Backend) Views() []serve.ViewInfo {
 	var out []serve.ViewInfo
 	for _, in := range b.rt.Views() {
 		if in.Queryable {
@@ -51,7 +86,7 @@ func (b *backend) Views() []serve.ViewInfo {
 	return out
 }
 
-func (b *backend) View(name string) (serve.View, error) {
+func (b *Backend) View(name string) (serve.View, error) {
 	for _, in := range b.rt.Views() {
 		if string(in.Name) == name && in.Queryable {
 			return &view{b: b, name: in.Name}, nil
@@ -60,9 +95,9 @@ func (b *backend) View(name string) (serve.View, error) {
 	return nil, fmt.Errorf("%w: %q", serve.ErrUnknownView, name)
 }
 
-func (b *backend) Ready() error {
+func (b *Backend) Ready() error {
 	var waiting []string
-	if p := b.cdc.problem(); p != "" {
+	if p := b.cdcProblem(); p != "" {
 		waiting = append(waiting, p)
 	}
 	for _, in := range b.rt.Views() {
@@ -82,12 +117,27 @@ func (b *backend) Ready() error {
 }
 
 // viewInfo describes a view, failing while the CDC source it reads cannot run.
-func (b *backend) viewInfo(in views.Info) serve.ViewInfo {
+func (b *Backend) viewInfo(in views.Info) serve.ViewInfo {
 	info := viewInfo(in)
-	if p := b.cdc.problem(); p != "" && info.Problem == "" && b.cdc.feeds(in) {
+	if p := b.cdcProblem(); p != "" && info.Problem == "" && b.feeds(in) {
 		info.State, info.Problem = serve.StateFailing, p
 	}
 	return info
+}
+
+// feeds reports whether the view reads a table topic of the CDC source, or may (it has not
+// started, so its inputs are unknown: the runtime waits for the source's topics).
+func (b *Backend) feeds(in views.Info) bool {
+	if !in.Running {
+		return true
+	}
+	for tp := range in.Lag {
+		name, _, _ := strings.Cut(tp, "/")
+		if b.cdcTopics[name] {
+			return true
+		}
+	}
+	return false
 }
 
 func viewInfo(in views.Info) serve.ViewInfo {
@@ -140,7 +190,7 @@ func servePosition(p views.Position) serve.Position {
 
 // view is one served view of the runtime.
 type view struct {
-	b    *backend
+	b    *Backend
 	name views.Name
 }
 
