@@ -525,3 +525,16 @@ func (r rebuildable) Rebuild(context.Context) (int, error) {
 	r.version++
 	return r.version, nil
 }
+
+// stop ends every live subscription with serve.ErrStopping, as an instance that stops does.
+func (v *pebbleView) stop() {
+	v.mu.Lock()
+	subs := v.subs
+	v.subs = map[int]*subscriber{}
+	v.mu.Unlock()
+	for _, s := range subs {
+		if s.req.Ended != nil {
+			s.req.Ended(serve.ErrStopping)
+		}
+	}
+}
