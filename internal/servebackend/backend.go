@@ -158,7 +158,7 @@ func viewInfo(in views.Info) serve.ViewInfo {
 		lag += l
 	}
 	return serve.ViewInfo{Name: string(in.Name), Version: in.Version, State: state, Windowed: in.Windowed,
-		Partitions: in.Partitions, Owned: in.Owned, Lag: lag, Position: servePosition(in.Positions),
+		Partitions: in.Partitions, Owned: in.Owned, Lag: lag, Position: servePosition(in.Positions, in.Owned),
 		Rebuild: rebuildProgress(in), Problem: problem, FailingSince: failingSince}
 }
 
@@ -179,9 +179,14 @@ func rebuildProgress(in views.Info) *serve.RebuildProgress {
 	return p
 }
 
-// servePosition turns views' last applied offsets into serve's next offsets.
-func servePosition(p views.Position) serve.Position {
-	out := serve.Position{Offsets: make(map[int32]int64, len(p))}
+// servePosition turns views' last applied offsets into serve's next offsets. A partition of
+// parts that has applied nothing is at 0: views leaves it out, but to serve a partition left
+// out has reached nothing, not even 0, and a wait for 0 there would never end.
+func servePosition(p views.Position, parts []int32) serve.Position {
+	out := serve.Position{Offsets: make(map[int32]int64, max(len(p), len(parts)))}
+	for _, part := range parts {
+		out.Offsets[part] = 0
+	}
 	for part, off := range p {
 		out.Offsets[part] = off + 1
 	}
@@ -227,7 +232,8 @@ func (v *view) Owner(p int32) serve.Owner {
 // that they cover it.
 func (v *view) Position() serve.Position {
 	lsn := v.b.lsns.of(v.name)
-	pos := servePosition(v.info().Positions)
+	in := v.info()
+	pos := servePosition(in.Positions, in.Owned)
 	pos.LSN = lsn
 	return pos
 }
@@ -253,7 +259,7 @@ func (v *view) WaitFor(ctx context.Context, target serve.Position) error {
 	defer tick.Stop()
 	for {
 		in := v.info()
-		if servePosition(in.Positions).Reached(target.Only(in.Owned)) {
+		if servePosition(in.Positions, in.Owned).Reached(target.Only(in.Owned)) {
 			return nil
 		}
 		select {
@@ -275,9 +281,10 @@ func (v *view) WaitInputs(ctx context.Context, next serve.InputOffsets) error {
 	return v.b.rt.WaitApplied(ctx, v.name, next)
 }
 
-// position is the position of an answer read after the LSN was taken (see Position).
-func position(p views.Position, lsn serve.LSN) serve.Position {
-	out := servePosition(p)
+// position is the position of an answer read from parts after the LSN was taken (see
+// Position).
+func position(p views.Position, lsn serve.LSN, parts ...int32) serve.Position {
+	out := servePosition(p, parts)
 	out.LSN = lsn
 	return out
 }
@@ -286,12 +293,12 @@ func (v *view) Get(ctx context.Context, key []byte) (serve.Read, error) {
 	lsn := v.b.lsns.of(v.name)
 	val, pos, err := v.b.rt.Get(ctx, v.name, string(key))
 	if errors.Is(err, views.ErrNotFound) {
-		return serve.Read{Position: position(pos, lsn)}, nil
+		return serve.Read{Position: position(pos, lsn, v.Partition(key))}, nil
 	}
 	if err != nil {
 		return serve.Read{}, serveError(err)
 	}
-	return serve.Read{Found: true, Value: val, Position: position(pos, lsn)}, nil
+	return serve.Read{Found: true, Value: val, Position: position(pos, lsn, v.Partition(key))}, nil
 }
 
 // Scan reads the version req names (pinned by the scan's first page) and asks views for one
@@ -314,7 +321,7 @@ func (v *view) Scan(_ context.Context, req serve.ScanRequest) (serve.ScanResult,
 	if err != nil {
 		return serve.ScanResult{}, serveError(err)
 	}
-	res := serve.ScanResult{Version: pin.Version(), Position: position(pos, lsn).Only(req.Partitions)}
+	res := serve.ScanResult{Version: pin.Version(), Position: position(pos, lsn, req.Partitions...).Only(req.Partitions)}
 	if len(entries) > req.Limit {
 		entries, res.More = entries[:req.Limit], true
 	}
@@ -350,7 +357,7 @@ func (v *view) Windows(ctx context.Context, key []byte, from, to time.Time) ([]s
 	for _, w := range wins {
 		out = append(out, serve.Window{Start: w.Start, End: w.End, Value: w.Value})
 	}
-	return out, position(pos, lsn), nil
+	return out, position(pos, lsn, v.Partition(key)), nil
 }
 
 // Subscribe forwards the views change feed to serve. Every change carries the offset of its

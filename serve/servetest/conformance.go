@@ -61,6 +61,7 @@ func Conformance(t *testing.T, h Harness) {
 	run("UnknownView", s.unknownView)
 	run("Info", s.info)
 	run("PartitionAndOwner", s.partitionAndOwner)
+	run("PositionOfNothing", s.positionOfNothing)
 	run("GetFoundAndNotFound", s.get)
 	run("PositionsMoveForward", s.positionsForward)
 	run("ScanPages", s.scanPages)
@@ -211,6 +212,30 @@ func (s *suite) partitionAndOwner(t *testing.T) {
 		if o := v.Owner(p); !o.Local || o.Restoring {
 			t.Errorf("Owner(%d) = %+v on a ready backend that owns every partition, want local, not restoring", p, o)
 		}
+	}
+}
+
+// positionOfNothing runs before anything is written: every owned partition is at 0, and a
+// wait for 0 ends at once (a partition left out of a position has reached nothing).
+func (s *suite) positionOfNothing(t *testing.T) {
+	v := s.view(t)
+	pos := v.Position()
+	zero := serve.Position{Offsets: map[int32]int64{}}
+	for _, p := range v.Info().Owned {
+		zero.Offsets[p] = 0
+		if off, ok := pos.Offsets[p]; !ok || off != 0 {
+			t.Errorf("Position() = %v before any write: want partition %d at 0", pos, p)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := v.WaitFor(ctx, zero); err != nil {
+		t.Errorf("WaitFor(%v) before any write: %v, want nil at once", zero, err)
+	}
+	key := "nothing-a"
+	rd, err := v.Get(ctx, []byte(key))
+	if p := v.Partition([]byte(key)); err != nil || rd.Found || !rd.Position.Reached(serve.Position{Offsets: map[int32]int64{p: 0}}) {
+		t.Errorf("Get(%q) before any write = %+v, %v: want not found, at 0 on partition %d", key, rd, err, p)
 	}
 }
 
