@@ -33,13 +33,6 @@ type Harness interface {
 	Stop(t testing.TB)
 }
 
-// Skipper is implemented by a Harness whose backend differs from the contract in a known
-// way: Skip returns why the named case (a subtest name of [Conformance]) cannot pass for it,
-// or "" to run it. The reason is shown with the skip.
-type Skipper interface {
-	Skip(name string) string
-}
-
 // Timeout bounds every wait of the suite for the backend to apply a write.
 const Timeout = 60 * time.Second
 
@@ -47,31 +40,21 @@ const Timeout = 60 * time.Second
 // backend, each on keys of its own (a prefix per case), and Stop ends it.
 func Conformance(t *testing.T, h Harness) {
 	s := &suite{h: h}
-	run := func(name string, f func(*testing.T)) {
-		t.Run(name, func(t *testing.T) {
-			if sk, ok := h.(Skipper); ok {
-				if why := sk.Skip(name); why != "" {
-					t.Skip(why)
-				}
-			}
-			f(t)
-		})
-	}
-	run("Ready", s.ready)
-	run("UnknownView", s.unknownView)
-	run("Info", s.info)
-	run("PartitionAndOwner", s.partitionAndOwner)
-	run("PositionOfNothing", s.positionOfNothing)
-	run("GetFoundAndNotFound", s.get)
-	run("PositionsMoveForward", s.positionsForward)
-	run("ScanPages", s.scanPages)
-	run("ScanPinnedVersion", s.scanPinned)
-	run("NotWindowed", s.notWindowed)
-	run("WaitFor", s.waitFor)
-	run("SubscribeAfterPosition", s.subscribe)
-	run("SubscribeKey", s.subscribeKey)
-	run("SubscribeCancel", s.subscribeCancel)
-	run("SubscribeEndsWithReason", s.subscribeStop)
+	t.Run("Ready", s.ready)
+	t.Run("UnknownView", s.unknownView)
+	t.Run("Info", s.info)
+	t.Run("PartitionAndOwner", s.partitionAndOwner)
+	t.Run("PositionOfNothing", s.positionOfNothing)
+	t.Run("GetFoundAndNotFound", s.get)
+	t.Run("PositionsMoveForward", s.positionsForward)
+	t.Run("ScanPages", s.scanPages)
+	t.Run("ScanPinnedVersion", s.scanPinned)
+	t.Run("NotWindowed", s.notWindowed)
+	t.Run("WaitFor", s.waitFor)
+	t.Run("SubscribeAfterPosition", s.subscribe)
+	t.Run("SubscribeKey", s.subscribeKey)
+	t.Run("SubscribeCancel", s.subscribeCancel)
+	t.Run("SubscribeEndsWithReason", s.subscribeStop)
 }
 
 type suite struct {

@@ -5,9 +5,8 @@
 //
 // # Invariants
 //
-//   - The suite asserts only what serve's interfaces document ([serve.View] and its errors):
-//     a backend that passes it can be served, and a case that a backend cannot pass is
-//     skipped only by that backend's [Harness] (see [Skipper]), with the difference named.
+//   - The suite asserts only what serve's interfaces document ([serve.View] and its errors),
+//     the same for every backend: no case is skipped for one of them.
 //   - It never assumes how offsets count: a write moves its partition's position forward by
 //     at least one, and a change's offset is below the position after it.
 //   - Every wait is for the backend to apply a write, bounded by [Timeout]; none times
