@@ -483,6 +483,11 @@ func (v *pebbleView) Subscribe(req serve.SubscribeRequest, fn func(serve.Change)
 			return serve.Position{}, nil, err
 		}
 		from, ok := req.After.Offsets[p]
+		if ok {
+			// The LSN vouches for the current offsets only: a stream resuming from older
+			// ones has not yet been handed everything up to it (as the real adapter says).
+			start.LSN = 0
+		}
 		if !ok || from > pos.Offsets[p] {
 			from = pos.Offsets[p]
 		}

@@ -33,6 +33,15 @@ type Harness interface {
 	Stop(t testing.TB)
 }
 
+// LSNWriter is implemented by a Harness whose view reads a Postgres table through CDC, so
+// that a write has the LSN that min_lsn names. Without it the suite skips the LSN case: a
+// view that reads no CDC table has no LSN to wait for.
+type LSNWriter interface {
+	// WriteLSN writes as Write does, in one Postgres transaction, and returns an LSN at or
+	// after its commit.
+	WriteLSN(t testing.TB, key string, value json.RawMessage) serve.LSN
+}
+
 // Timeout bounds every wait of the suite for the backend to apply a write.
 const Timeout = 60 * time.Second
 
@@ -51,6 +60,7 @@ func Conformance(t *testing.T, h Harness) {
 	t.Run("ScanPinnedVersion", s.scanPinned)
 	t.Run("NotWindowed", s.notWindowed)
 	t.Run("WaitFor", s.waitFor)
+	t.Run("WaitForLSN", s.waitForLSN)
 	t.Run("SubscribeAfterPosition", s.subscribe)
 	t.Run("SubscribeKey", s.subscribeKey)
 	t.Run("SubscribeCancel", s.subscribeCancel)
@@ -405,6 +415,45 @@ func (s *suite) waitFor(t *testing.T) {
 	}
 	if rd, err := v.Get(context.Background(), []byte(key)); err != nil || !rd.Found {
 		t.Errorf("Get(%q) after WaitFor reached its write: %+v %v, want found", key, rd, err)
+	}
+}
+
+// waitForLSN: a wait for a write's LSN returns once the view has applied that write, and
+// the answers after it carry an LSN at or past it.
+func (s *suite) waitForLSN(t *testing.T) {
+	w, ok := s.h.(LSNWriter)
+	if !ok {
+		t.Skip("the harness's view reads no CDC table: its writes have no LSN")
+	}
+	v := s.view(t)
+	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+	defer cancel()
+	var last serve.LSN
+	for i, key := range []string{"lsn-a", "lsn-b", "lsn-a"} {
+		lsn := w.WriteLSN(t, key, num(i))
+		if lsn <= last {
+			t.Fatalf("write %d has LSN %s, not past the previous %s", i, lsn, last)
+		}
+		last = lsn
+		if err := v.WaitFor(ctx, serve.Position{LSN: lsn}); err != nil {
+			t.Fatalf("WaitFor(LSN %s) of write %d: %v", lsn, i, err)
+		}
+		rd, err := v.Get(ctx, []byte(key))
+		if err != nil || !rd.Found || !sameJSON(rd.Value, num(i)) {
+			t.Fatalf("Get(%q) right after WaitFor(LSN %s) = %+v, %v: want %s", key, lsn, rd, err, num(i))
+		}
+		if rd.Position.LSN < lsn {
+			t.Errorf("Get(%q) after WaitFor(LSN %s) carries LSN %s, below it", key, lsn, rd.Position.LSN)
+		}
+		if pos := v.Position(); pos.LSN < lsn {
+			t.Errorf("Position() after WaitFor(LSN %s) has LSN %s, below it", lsn, pos.LSN)
+		}
+	}
+	short, cancelShort := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancelShort()
+	ahead := serve.Position{LSN: last + 1<<40}
+	if err := v.WaitFor(short, ahead); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("WaitFor(LSN %s), far past every write, with a 300ms context: %v, want context.DeadlineExceeded", ahead.LSN, err)
 	}
 }
 
