@@ -36,9 +36,7 @@ const partitions = 3
 
 func newKafkaHarness(t *testing.T) *kafkaHarness {
 	brokers := testenv.Kafka(t)
-	suffix := make([]byte, 4)
-	_, _ = rand.Read(suffix)
-	app := "servebackend-" + hex.EncodeToString(suffix)
+	app := newApp("servebackend")
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.MetadataMinAge(250*time.Millisecond),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
@@ -61,7 +59,15 @@ func newKafkaHarness(t *testing.T) *kafkaHarness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	h.be, h.stopRun = start(t, app, brokers, v, servebackend.Config{})
+	return h
+}
+
+// start runs v on a views runtime on brokers, behind a backend configured by cfg (its Runtime
+// and Logger filled in here), until the test ends; stop ends the backend's Run.
+func start(t *testing.T, app string, brokers []string, v *views.View, cfg servebackend.Config) (be *servebackend.Backend, stop context.CancelFunc) {
+	t.Helper()
+	log := quietLog()
 	db, err := state.Open(state.Config{Dir: t.TempDir(), MemoryBytes: 64 << 20, Logger: log})
 	if err != nil {
 		t.Fatal(err)
@@ -72,15 +78,15 @@ func newKafkaHarness(t *testing.T) *kafkaHarness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h.be, err = servebackend.New(servebackend.Config{Runtime: rt, Logger: log}); err != nil {
+	cfg.Runtime, cfg.Logger = rt, log
+	if be, err = servebackend.New(cfg); err != nil {
 		t.Fatal(err)
 	}
 	rtCtx, stopRuntime := context.WithCancel(context.Background())
 	runCtx, stopRun := context.WithCancel(context.Background())
-	h.stopRun = stopRun
 	rtDone, runDone := make(chan error, 1), make(chan error, 1)
 	go func() { rtDone <- rt.Run(rtCtx) }()
-	go func() { runDone <- h.be.Run(runCtx) }()
+	go func() { runDone <- be.Run(runCtx) }()
 	t.Cleanup(func() {
 		stopRun()
 		if err := <-runDone; err != nil {
@@ -91,7 +97,16 @@ func newKafkaHarness(t *testing.T) *kafkaHarness {
 			t.Errorf("runtime: %v", err)
 		}
 	})
-	return h
+	return be, stopRun
+}
+
+func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// newApp names a test's app, unique on the shared broker.
+func newApp(prefix string) string {
+	suffix := make([]byte, 4)
+	_, _ = rand.Read(suffix)
+	return prefix + "-" + hex.EncodeToString(suffix)
 }
 
 func (h *kafkaHarness) Backend() serve.Backend { return h.be }
