@@ -3,7 +3,8 @@
 // into waits on the views by following the CDC source's position topic. Neither serve nor
 // views imports it; the tarn instance wires it between them.
 //
-// Its tests run serve's conformance suite (serve/servetest) against it on a real Kafka.
+// Its tests run serve's conformance suite (serve/servetest) against it on a real Kafka, for a
+// view of a Kafka topic and for a view of a Postgres table read through the real CDC source.
 //
 // # Invariants
 //

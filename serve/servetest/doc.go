@@ -6,7 +6,8 @@
 // # Invariants
 //
 //   - The suite asserts only what serve's interfaces document ([serve.View] and its errors),
-//     the same for every backend: no case is skipped for one of them.
+//     the same for every backend. The one case a harness can miss is the LSN case, which
+//     needs writes that have LSNs ([LSNWriter]); it is skipped, saying so, without them.
 //   - It never assumes how offsets count: a write moves its partition's position forward by
 //     at least one, and a change's offset is below the position after it.
 //   - Every wait is for the backend to apply a write, bounded by [Timeout]; none times
