@@ -15,7 +15,6 @@ import (
 
 	"github.com/tarnhq/tarn/cdc"
 	"github.com/tarnhq/tarn/internal/topic"
-	"github.com/tarnhq/tarn/views"
 )
 
 // Retry delays of the CDC source after a transient error: doubling from the first to the
@@ -239,20 +238,11 @@ func ensurePositionTopic(ctx context.Context, brokers []string, name string) err
 // cdcHealth is what this instance knows of the CDC source, for /readyz, /v1/views and tarn
 // status. Only the instance running the source knows its problems; on the others it is quiet.
 type cdcHealth struct {
-	src    *cdc.Source     // nil when the program replicates no tables
-	topics map[string]bool // the table topics the source writes
-	mu     struct {
+	src *cdc.Source // nil when the program replicates no tables
+	mu  struct {
 		sync.Mutex
 		problem string
 	}
-}
-
-func newCDCHealth(src *cdc.Source, app string, tables []string) *cdcHealth {
-	h := &cdcHealth{src: src, topics: map[string]bool{}}
-	for _, name := range cdcTableTopics(app, tables) {
-		h.topics[name] = true
-	}
-	return h
 }
 
 // cdcTableTopics names the table topics the CDC source writes for the schema-qualified tables.
@@ -281,21 +271,6 @@ func (h *cdcHealth) problem() string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.mu.problem
-}
-
-// feeds reports whether the view reads a table topic of the source, or may (it has not
-// started, so its inputs are unknown: the runtime waits for the source's topics).
-func (h *cdcHealth) feeds(in views.Info) bool {
-	if !in.Running {
-		return true
-	}
-	for tp := range in.Lag {
-		name, _, _ := strings.Cut(tp, "/")
-		if h.topics[name] {
-			return true
-		}
-	}
-	return false
 }
 
 // sessionTimeout is the configured group session timeout (10s when unset, as in tests).

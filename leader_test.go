@@ -3,8 +3,6 @@ package tarn
 import (
 	"testing"
 	"time"
-
-	"github.com/tarnhq/tarn/views"
 )
 
 func TestRetryDelay(t *testing.T) {
@@ -16,22 +14,10 @@ func TestRetryDelay(t *testing.T) {
 	}
 }
 
-// TestCDCHealthFeeds: a failing source marks the views that read its tables, and the ones
-// that have not started (they wait for its topics), not the others.
-func TestCDCHealthFeeds(t *testing.T) {
-	h := newCDCHealth(nil, "shop", []string{"public.users"})
-	for _, tt := range []struct {
-		in   views.Info
-		want bool
-	}{
-		{views.Info{Running: false}, true},
-		{views.Info{Running: true, Lag: map[string]int64{"shop.cdc.public.users/0": 0}}, true},
-		{views.Info{Running: true, Lag: map[string]int64{"trades/0": 3}}, false},
-	} {
-		if got := h.feeds(tt.in); got != tt.want {
-			t.Errorf("feeds(%+v) = %v, want %v", tt.in, got, tt.want)
-		}
-	}
+// TestCDCHealthQuiet: a program without a source has no CDC problem to report.
+func TestCDCHealthQuiet(t *testing.T) {
+	h := &cdcHealth{}
+	h.set("cdc: down")
 	if p := h.problem(); p != "" {
 		t.Errorf("a program without a source has the problem %q", p)
 	}

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tarnhq/tarn/cdc"
+	"github.com/tarnhq/tarn/internal/servebackend"
 	"github.com/tarnhq/tarn/serve"
 	"github.com/tarnhq/tarn/state"
 	"github.com/tarnhq/tarn/views"
@@ -82,7 +83,6 @@ func runInstance(ctx context.Context, p Program, cfg Config, log *slog.Logger, r
 		ln.Close()
 		return err
 	}
-	var cdcPos *cdcPosition
 	var src *cdc.Source
 	if len(p.CDCTables) > 0 && cfg.Postgres != "" {
 		src, err = cdc.New(cdc.Config{PostgresURL: cfg.Postgres, App: cfg.App, Tables: p.CDCTables,
@@ -92,18 +92,17 @@ func runInstance(ctx context.Context, p Program, cfg Config, log *slog.Logger, r
 			ln.Close()
 			return err
 		}
-		if cdcPos, err = newCDCPosition(cfg, src.Slot(), log); err != nil {
-			ln.Close()
-			return err
-		}
 	}
-	health := newCDCHealth(src, cfg.App, p.CDCTables)
-	var lsns *appliedLSN
-	if cdcPos != nil {
-		lsns = newAppliedLSN(cdcPos, rt, log)
-		defer lsns.close()
+	health := &cdcHealth{src: src}
+	beCfg := servebackend.Config{Runtime: rt, Brokers: cfg.Kafka, App: cfg.App, CDCProblem: health.problem, Logger: log}
+	if src != nil {
+		beCfg.CDCSlot, beCfg.CDCTopics = src.Slot(), cdcTableTopics(cfg.App, p.CDCTables)
 	}
-	be := newBackend(rt, health, cdcPos, lsns)
+	be, err := servebackend.New(beCfg)
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	srv, err := serve.New(serve.Config{Backend: be, Addr: cfg.HTTP, TokenFile: cfg.TokenFile,
 		Home: http.HandlerFunc(home), Logger: log, Registerer: reg})
 	if err != nil {
@@ -119,8 +118,10 @@ func runInstance(ctx context.Context, p Program, cfg Config, log *slog.Logger, r
 	defer stopHTTP()
 	if src != nil {
 		g.Go(func() error { return runCDCLeader(gctx, cfg, src, health, log) })
-		g.Go(func() error { return cdcPos.run(gctx) })
 	}
+	// Run ends the backend's live streams with instance-stopping and their position once
+	// gctx ends; reads go on until the HTTP API closes.
+	g.Go(func() error { return be.Run(gctx) })
 	g.Go(func() error {
 		defer stopHTTP()
 		// The views refuse to start on missing source topics; the CDC source creates the
@@ -143,7 +144,6 @@ func runInstance(ctx context.Context, p Program, cfg Config, log *slog.Logger, r
 		return err
 	case <-gctx.Done():
 	}
-	be.stop() // live streams end with instance-stopping and their position
 	if ctx.Err() != nil {
 		log.Info("tarn: stopping: handing partitions over, then closing the HTTP API", "timeout", cfg.Shutdown)
 	}

@@ -9,8 +9,9 @@ import (
 )
 
 // Backend is what serve needs from the views runtime: the views this instance knows and whether
-// its stores are ready. The views package adapts its runtime to it; tests use a Pebble-backed
-// implementation.
+// its stores are ready. internal/servebackend adapts the runtime to it; serve's tests use a
+// Pebble-backed fake. Both pass the conformance suite of serve/servetest, which holds the
+// behaviours this interface and [View] document.
 type Backend interface {
 	// Views lists every view this instance knows, in name order.
 	Views() []ViewInfo

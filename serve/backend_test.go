@@ -483,6 +483,11 @@ func (v *pebbleView) Subscribe(req serve.SubscribeRequest, fn func(serve.Change)
 			return serve.Position{}, nil, err
 		}
 		from, ok := req.After.Offsets[p]
+		if ok {
+			// The LSN vouches for the current offsets only: a stream resuming from older
+			// ones has not yet been handed everything up to it (as the real adapter says).
+			start.LSN = 0
+		}
 		if !ok || from > pos.Offsets[p] {
 			from = pos.Offsets[p]
 		}
@@ -524,4 +529,17 @@ func (r rebuildable) Rebuild(context.Context) (int, error) {
 	defer r.mu.Unlock()
 	r.version++
 	return r.version, nil
+}
+
+// stop ends every live subscription with serve.ErrStopping, as an instance that stops does.
+func (v *pebbleView) stop() {
+	v.mu.Lock()
+	subs := v.subs
+	v.subs = map[int]*subscriber{}
+	v.mu.Unlock()
+	for _, s := range subs {
+		if s.req.Ended != nil {
+			s.req.Ended(serve.ErrStopping)
+		}
+	}
 }

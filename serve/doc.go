@@ -4,7 +4,8 @@
 // /v1/openapi.yaml) documents every route.
 //
 // The views runtime supplies the data through [Backend] and [View]; serve knows nothing else
-// about it. Values are JSON already and go out as they are.
+// about it. Values are JSON already and go out as they are. Package servetest checks that a
+// backend keeps the contract of those interfaces.
 //
 // # Invariants
 //

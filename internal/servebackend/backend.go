@@ -1,4 +1,4 @@
-package tarn
+package servebackend
 
 import (
 	"context"
@@ -13,34 +13,69 @@ import (
 	"github.com/tarnhq/tarn/views"
 )
 
-// backend adapts a views.Runtime to what serve answers HTTP requests from.
+// Backend adapts a views.Runtime to what serve answers HTTP requests from: it is the
+// [serve.Backend] of a tarn instance. Make it with [New] and keep [Backend.Run] running while
+// it serves.
 //
 // Positions differ by one between the two: views reports the last changelog offset a partition
 // has applied, serve the next one to apply (so that a zero position means "nothing yet").
-type backend struct {
-	rt     *views.Runtime
-	cdc    *cdcHealth
-	owners *ownerCache
+type Backend struct {
+	rt *views.Runtime
+	// cdcProblem says why the CDC source does not run here ("" when it does or there is none).
+	cdcProblem func() string
+	// cdcTopics are the table topics the CDC source writes.
+	cdcTopics map[string]bool
+	owners    *ownerCache
 	// cdcPos follows the CDC source's position for min_lsn reads; nil without a CDC source.
 	cdcPos *cdcPosition
 	// lsns knows the LSN each CDC-fed view has applied, for the positions of answers; nil
 	// without a CDC source.
 	lsns *appliedLSN
-	// stopping is closed when the instance starts to stop: live subscriptions end with
-	// serve.ErrStopping, so that their clients resume elsewhere.
-	stopping     chan struct{}
-	stoppingOnce sync.Once
+	// stopping is closed when Run ends (the instance starts to stop): live subscriptions end
+	// with serve.ErrStopping, so that their clients resume elsewhere.
+	stopping chan struct{}
 }
 
-// stop ends the live subscriptions (see stopping).
-func (b *backend) stop() { b.stoppingOnce.Do(func() { close(b.stopping) }) }
-
-// newBackend makes the backend; with a CDC source (pos), close its lsns when done.
-func newBackend(rt *views.Runtime, cdc *cdcHealth, pos *cdcPosition, lsns *appliedLSN) *backend {
-	return &backend{rt: rt, cdc: cdc, cdcPos: pos, lsns: lsns, stopping: make(chan struct{}), owners: &ownerCache{rt: rt, ttl: time.Second, byView: map[views.Name]ownerEntry{}}}
+// New makes the backend of cfg.Runtime; with a CDC source (cfg.CDCSlot) it connects to Kafka
+// to follow the source's position, which [Backend.Run] then reads.
+func New(cfg Config) (*Backend, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	b := &Backend{rt: cfg.Runtime, cdcProblem: cfg.CDCProblem, cdcTopics: map[string]bool{},
+		stopping: make(chan struct{}), owners: &ownerCache{rt: cfg.Runtime, ttl: time.Second, byView: map[views.Name]ownerEntry{}}}
+	for _, name := range cfg.CDCTopics {
+		b.cdcTopics[name] = true
+	}
+	if cfg.CDCSlot != "" {
+		pos, err := newCDCPosition(cfg.Brokers, cfg.App, cfg.CDCSlot, cfg.Logger)
+		if err != nil {
+			return nil, err
+		}
+		b.cdcPos, b.lsns = pos, newAppliedLSN(pos, cfg.Runtime, cfg.Logger)
+	}
+	return b, nil
 }
 
-func (b *backend) Views() []serve.ViewInfo {
+// Run follows the CDC source's position (for min_lsn and the LSNs of answers) until ctx
+// ends, and returns nil then. Before it returns it ends the live subscriptions with
+// serve.ErrStopping and stops following the views' LSNs (answers then carry the last LSN
+// known): the instance stops, and its clients should resume elsewhere. Reads keep working
+// after Run returns, so that an instance can answer while it hands its partitions over.
+func (b *Backend) Run(ctx context.Context) error {
+	var err error
+	if b.cdcPos != nil {
+		err = b.cdcPos.run(ctx)
+	} else {
+		<-ctx.Done()
+	}
+	close(b.stopping)
+	b.lsns.close()
+	return err
+}
+
+func (b *Backend) Views() []serve.ViewInfo {
 	var out []serve.ViewInfo
 	for _, in := range b.rt.Views() {
 		if in.Queryable {
@@ -51,7 +86,7 @@ func (b *backend) Views() []serve.ViewInfo {
 	return out
 }
 
-func (b *backend) View(name string) (serve.View, error) {
+func (b *Backend) View(name string) (serve.View, error) {
 	for _, in := range b.rt.Views() {
 		if string(in.Name) == name && in.Queryable {
 			return &view{b: b, name: in.Name}, nil
@@ -60,9 +95,9 @@ func (b *backend) View(name string) (serve.View, error) {
 	return nil, fmt.Errorf("%w: %q", serve.ErrUnknownView, name)
 }
 
-func (b *backend) Ready() error {
+func (b *Backend) Ready() error {
 	var waiting []string
-	if p := b.cdc.problem(); p != "" {
+	if p := b.cdcProblem(); p != "" {
 		waiting = append(waiting, p)
 	}
 	for _, in := range b.rt.Views() {
@@ -82,12 +117,27 @@ func (b *backend) Ready() error {
 }
 
 // viewInfo describes a view, failing while the CDC source it reads cannot run.
-func (b *backend) viewInfo(in views.Info) serve.ViewInfo {
+func (b *Backend) viewInfo(in views.Info) serve.ViewInfo {
 	info := viewInfo(in)
-	if p := b.cdc.problem(); p != "" && info.Problem == "" && b.cdc.feeds(in) {
+	if p := b.cdcProblem(); p != "" && info.Problem == "" && b.feeds(in) {
 		info.State, info.Problem = serve.StateFailing, p
 	}
 	return info
+}
+
+// feeds reports whether the view reads a table topic of the CDC source, or may (it has not
+// started, so its inputs are unknown: the runtime waits for the source's topics).
+func (b *Backend) feeds(in views.Info) bool {
+	if !in.Running {
+		return true
+	}
+	for tp := range in.Lag {
+		name, _, _ := strings.Cut(tp, "/")
+		if b.cdcTopics[name] {
+			return true
+		}
+	}
+	return false
 }
 
 func viewInfo(in views.Info) serve.ViewInfo {
@@ -108,7 +158,7 @@ func viewInfo(in views.Info) serve.ViewInfo {
 		lag += l
 	}
 	return serve.ViewInfo{Name: string(in.Name), Version: in.Version, State: state, Windowed: in.Windowed,
-		Partitions: in.Partitions, Owned: in.Owned, Lag: lag, Position: servePosition(in.Positions),
+		Partitions: in.Partitions, Owned: in.Owned, Lag: lag, Position: servePosition(in.Positions, in.Owned),
 		Rebuild: rebuildProgress(in), Problem: problem, FailingSince: failingSince}
 }
 
@@ -129,9 +179,14 @@ func rebuildProgress(in views.Info) *serve.RebuildProgress {
 	return p
 }
 
-// servePosition turns views' last applied offsets into serve's next offsets.
-func servePosition(p views.Position) serve.Position {
-	out := serve.Position{Offsets: make(map[int32]int64, len(p))}
+// servePosition turns views' last applied offsets into serve's next offsets. A partition of
+// parts that has applied nothing is at 0: views leaves it out, but to serve a partition left
+// out has reached nothing, not even 0, and a wait for 0 there would never end.
+func servePosition(p views.Position, parts []int32) serve.Position {
+	out := serve.Position{Offsets: make(map[int32]int64, max(len(p), len(parts)))}
+	for _, part := range parts {
+		out.Offsets[part] = 0
+	}
 	for part, off := range p {
 		out.Offsets[part] = off + 1
 	}
@@ -140,7 +195,7 @@ func servePosition(p views.Position) serve.Position {
 
 // view is one served view of the runtime.
 type view struct {
-	b    *backend
+	b    *Backend
 	name views.Name
 }
 
@@ -177,7 +232,8 @@ func (v *view) Owner(p int32) serve.Owner {
 // that they cover it.
 func (v *view) Position() serve.Position {
 	lsn := v.b.lsns.of(v.name)
-	pos := servePosition(v.info().Positions)
+	in := v.info()
+	pos := servePosition(in.Positions, in.Owned)
 	pos.LSN = lsn
 	return pos
 }
@@ -203,7 +259,7 @@ func (v *view) WaitFor(ctx context.Context, target serve.Position) error {
 	defer tick.Stop()
 	for {
 		in := v.info()
-		if servePosition(in.Positions).Reached(target.Only(in.Owned)) {
+		if servePosition(in.Positions, in.Owned).Reached(target.Only(in.Owned)) {
 			return nil
 		}
 		select {
@@ -225,9 +281,10 @@ func (v *view) WaitInputs(ctx context.Context, next serve.InputOffsets) error {
 	return v.b.rt.WaitApplied(ctx, v.name, next)
 }
 
-// position is the position of an answer read after the LSN was taken (see Position).
-func position(p views.Position, lsn serve.LSN) serve.Position {
-	out := servePosition(p)
+// position is the position of an answer read from parts after the LSN was taken (see
+// Position).
+func position(p views.Position, lsn serve.LSN, parts ...int32) serve.Position {
+	out := servePosition(p, parts)
 	out.LSN = lsn
 	return out
 }
@@ -236,12 +293,12 @@ func (v *view) Get(ctx context.Context, key []byte) (serve.Read, error) {
 	lsn := v.b.lsns.of(v.name)
 	val, pos, err := v.b.rt.Get(ctx, v.name, string(key))
 	if errors.Is(err, views.ErrNotFound) {
-		return serve.Read{Position: position(pos, lsn)}, nil
+		return serve.Read{Position: position(pos, lsn, v.Partition(key))}, nil
 	}
 	if err != nil {
 		return serve.Read{}, serveError(err)
 	}
-	return serve.Read{Found: true, Value: val, Position: position(pos, lsn)}, nil
+	return serve.Read{Found: true, Value: val, Position: position(pos, lsn, v.Partition(key))}, nil
 }
 
 // Scan reads the version req names (pinned by the scan's first page) and asks views for one
@@ -264,7 +321,7 @@ func (v *view) Scan(_ context.Context, req serve.ScanRequest) (serve.ScanResult,
 	if err != nil {
 		return serve.ScanResult{}, serveError(err)
 	}
-	res := serve.ScanResult{Version: pin.Version(), Position: position(pos, lsn).Only(req.Partitions)}
+	res := serve.ScanResult{Version: pin.Version(), Position: position(pos, lsn, req.Partitions...).Only(req.Partitions)}
 	if len(entries) > req.Limit {
 		entries, res.More = entries[:req.Limit], true
 	}
@@ -300,7 +357,7 @@ func (v *view) Windows(ctx context.Context, key []byte, from, to time.Time) ([]s
 	for _, w := range wins {
 		out = append(out, serve.Window{Start: w.Start, End: w.End, Value: w.Value})
 	}
-	return out, position(pos, lsn), nil
+	return out, position(pos, lsn, v.Partition(key)), nil
 }
 
 // Subscribe forwards the views change feed to serve. Every change carries the offset of its

@@ -1,4 +1,4 @@
-package tarn
+package servebackend
 
 import (
 	"context"
@@ -32,9 +32,9 @@ type cdcPosition struct {
 	moved   chan struct{} // closed and replaced whenever durable moves
 }
 
-func newCDCPosition(cfg Config, slot string, log *slog.Logger) (*cdcPosition, error) {
-	name := topic.CDCPosition(cfg.App, slot)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Kafka...), kgo.ConsumeTopics(name),
+func newCDCPosition(brokers []string, app, slot string, log *slog.Logger) (*cdcPosition, error) {
+	name := topic.CDCPosition(app, slot)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(name),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	if err != nil {
 		return nil, err
@@ -63,7 +63,7 @@ func (c *cdcPosition) run(ctx context.Context) error {
 				resume, err = serve.ParseLSN(pos.Resume)
 			}
 			if err != nil {
-				c.log.Warn("tarn: unreadable CDC position record", "topic", r.Topic, "offset", r.Offset, "err", err)
+				c.log.Warn("servebackend: unreadable CDC position record", "topic", r.Topic, "offset", r.Offset, "err", err)
 				return
 			}
 			c.mu.Lock()
@@ -112,7 +112,7 @@ func (c *cdcPosition) waitApplied(ctx context.Context, rt *views.Runtime, view v
 	}
 	listed, err := c.adm.ListCommittedOffsets(ctx, topics...)
 	if err != nil {
-		return 0, fmt.Errorf("tarn: list the ends of %v: %w", topics, err)
+		return 0, fmt.Errorf("servebackend: list the ends of %v: %w", topics, err)
 	}
 	ends := map[string]map[int32]int64{}
 	listed.Each(func(o kadm.ListedOffset) {
@@ -180,8 +180,11 @@ func newAppliedLSN(pos *cdcPosition, rt *views.Runtime, log *slog.Logger) *appli
 	return a
 }
 
-// close stops the followers and waits for them to return.
+// close stops the followers and waits for them to return; nil (no CDC source) has none.
 func (a *appliedLSN) close() {
+	if a == nil {
+		return
+	}
 	a.cancel()
 	a.wg.Wait()
 }
@@ -289,7 +292,7 @@ func (a *appliedLSN) follow(view views.Name) {
 			}
 		}
 		if err != nil && !errors.Is(err, context.DeadlineExceeded) && a.ctx.Err() == nil {
-			a.log.Debug("tarn: following a view's applied LSN", "view", view, "err", err)
+			a.log.Debug("servebackend: following a view's applied LSN", "view", view, "err", err)
 			select {
 			case <-a.ctx.Done():
 			case <-time.After(time.Second):
