@@ -138,26 +138,29 @@ func (e *engine) waitCommitted(ctx context.Context, adm *kadm.Client, targets ma
 // it owns (exactly once, Pebble is written just after the transaction commits).
 func (e *engine) waitLocal(ctx context.Context, targets map[string]map[int32]int64) error {
 	for {
+		// The targets on owned partitions and what was applied to them are read under
+		// e.mu: commit writes e.mu.consumed's inner maps.
+		local := map[string]map[int32]int64{}
+		applied := map[string]map[int32]int64{}
 		e.mu.Lock()
-		applied := e.mu.consumed
 		owned := map[int32]bool{}
 		for id := range e.mu.tasks {
 			if id.sub == e.v.served.sub.id {
 				owned[id.part] = true
 			}
 		}
-		e.mu.Unlock()
-		local := map[string]map[int32]int64{}
 		for t, ps := range targets {
 			for p, off := range ps {
-				if owned[p] {
-					if local[t] == nil {
-						local[t] = map[int32]int64{}
-					}
-					local[t][p] = off
+				if !owned[p] {
+					continue
 				}
+				if local[t] == nil {
+					local[t], applied[t] = map[int32]int64{}, map[int32]int64{}
+				}
+				local[t][p], applied[t][p] = off, e.mu.consumed[t][p]
 			}
 		}
+		e.mu.Unlock()
 		if reached(local, func(t string, p int32) int64 { return applied[t][p] }) {
 			return nil
 		}

@@ -66,7 +66,8 @@ func (g *Progress) Records() int64 { return g.records }
 func (g *Progress) Streamed() int64 { return g.streamed }
 
 // Done reports whether the run has processed and committed every input record and every
-// record its views sent to their repartition topics.
+// record its views sent to their repartition topics, and (exactly once) whether every
+// transaction on the output is settled, so that a read_committed reader sees all of it.
 //
 // The committed offsets are read before the internal topics' ends: a group that has
 // committed all its inputs has produced everything it will write, so ends read later are
@@ -108,6 +109,11 @@ func (g *Progress) Done(ctx context.Context) (bool, error) {
 			return false, fmt.Errorf("tarnq: last stable offsets of %v: %w", internal, err)
 		}
 	}
+	if g.exactlyOnce {
+		if stable, err := g.stable(ctx, g.plan.Output); err != nil || !stable {
+			return false, err
+		}
+	}
 	for _, v := range g.plan.Views {
 		offs := committed[topic.Group(g.app, string(v.Name()), v.Version())]
 		for _, s := range g.plan.reads[v] {
@@ -124,6 +130,34 @@ func (g *Progress) Done(ctx context.Context) (bool, error) {
 		}
 	}
 	return true, nil
+}
+
+// stable reports whether no transaction is open on any partition of the output: the
+// coordinator writes a committed transaction's markers to its partitions one by one, so the
+// group's offsets (committed in that transaction) can be visible before the output's last
+// stable offset has moved past the records it committed.
+func (g *Progress) stable(ctx context.Context, output string) (bool, error) {
+	hwm, err := g.adm.ListEndOffsets(ctx, output)
+	if err == nil {
+		err = hwm.Error()
+	}
+	lso := kadm.ListedOffsets{}
+	if err == nil {
+		if lso, err = g.adm.ListCommittedOffsets(ctx, output); err == nil {
+			err = lso.Error()
+		}
+	}
+	if kerr.IsRetriable(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("tarnq: offsets of %s: %w", output, err)
+	}
+	stable := true
+	hwm.Each(func(o kadm.ListedOffset) {
+		stable = stable && lso[o.Topic][o.Partition].Offset == o.Offset
+	})
+	return stable, nil
 }
 
 // reached reports whether offs commit every partition of name that holds records (its end
