@@ -231,6 +231,10 @@ var (
 	ErrWindowed    = errors.New("serve: view is windowed")
 	ErrNoVersion   = errors.New("serve: view version is not available")
 	ErrTooOld      = errors.New("serve: position is older than the retained changes")
+	// ErrNotCDC is what WaitFor returns for a position with an LSN on a view that reads no
+	// Postgres table as an input (co-tables aside): no LSN can tell whether it applied a
+	// write, so min_lsn is refused.
+	ErrNotCDC = errors.New("serve: view reads no Postgres table")
 	// ErrSwitched, ErrMoved and ErrStopping are why a backend ends a subscription (see
 	// SubscribeRequest.Ended).
 	ErrSwitched = errors.New("serve: the view switched to another version")

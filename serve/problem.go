@@ -108,6 +108,12 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		s.writeProblem(w, r, peer.problem)
 	case errors.Is(err, ErrUnknownView):
 		s.writeProblem(w, r, problemOf("unknown-view", http.StatusNotFound, "no view has that name; GET /v1/views lists them"))
+	case errors.Is(err, ErrNotCDC):
+		p := problemOf("bad-parameter", http.StatusBadRequest,
+			"parameter min_lsn: the view reads no Postgres table as an input (a co-table does not count), so no LSN says what it applied; "+
+				"after a Kafka write use min_offsets=topic:partition:offset with the record's position")
+		p.Param = "min_lsn"
+		s.writeProblem(w, r, p)
 	case errors.Is(err, ErrNotWindowed):
 		p := problemOf("not-windowed", http.StatusBadRequest,
 			"the view is not windowed: from= and to= apply only to windowed views; read the key without them")

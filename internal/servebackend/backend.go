@@ -64,15 +64,30 @@ func New(cfg Config) (*Backend, error) {
 // known): the instance stops, and its clients should resume elsewhere. Reads keep working
 // after Run returns, so that an instance can answer while it hands its partitions over.
 func (b *Backend) Run(ctx context.Context) error {
+	// The subscriptions end as soon as ctx does, not when the CDC follower has returned: the
+	// views start handing their partitions over at that moment too, and a subscription must
+	// end saying the instance stops, not that a partition moved.
+	stop := sync.OnceFunc(func() { close(b.stopping) })
+	context.AfterFunc(ctx, stop)
 	var err error
 	if b.cdcPos != nil {
 		err = b.cdcPos.run(ctx)
 	} else {
 		<-ctx.Done()
 	}
-	close(b.stopping)
+	stop()
 	b.lsns.close()
 	return err
+}
+
+// isStopping reports whether Run has begun to stop.
+func (b *Backend) isStopping() bool {
+	select {
+	case <-b.stopping:
+		return true
+	default:
+		return false
+	}
 }
 
 func (b *Backend) Views() []serve.ViewInfo {
@@ -245,6 +260,11 @@ func (v *view) Position() serve.Position {
 // proves is remembered for the positions of answers (appliedLSN).
 func (v *view) WaitFor(ctx context.Context, target serve.Position) error {
 	if target.LSN != 0 {
+		if topics, err := v.b.rt.CDCTopics(v.name); err != nil {
+			return err
+		} else if len(topics) == 0 {
+			return serve.ErrNotCDC
+		}
 		if v.b.cdcPos != nil {
 			version, _ := v.b.rt.Serving(v.name)
 			lsn, err := v.b.cdcPos.waitApplied(ctx, v.b.rt, v.name, target.LSN)
@@ -406,6 +426,15 @@ func (v *view) ended(ctx context.Context, req serve.SubscribeRequest, reason err
 	}
 }
 
+// movedOr is reason, or serve.ErrStopping while the instance stops: its partitions leave
+// because it stops, and its clients should hear that.
+func (v *view) movedOr(reason error) error {
+	if v.b.isStopping() {
+		return serve.ErrStopping
+	}
+	return reason
+}
+
 // subscriptionEnd is serve's reason for the end of a views subscription.
 func subscriptionEnd(err error) error {
 	if errors.Is(err, views.ErrSwitched) {
@@ -439,13 +468,13 @@ func (v *view) forward(ctx context.Context, sub *views.Subscription, req serve.S
 			return
 		case <-tick.C:
 			if owned := v.info().Owned; !containsAll(owned, req.Partitions) {
-				v.ended(ctx, req, serve.ErrMoved)
+				v.ended(ctx, req, v.movedOr(serve.ErrMoved))
 				return
 			}
 			continue
 		case next, ok := <-sub.C:
 			if !ok {
-				v.ended(ctx, req, subscriptionEnd(sub.Err()))
+				v.ended(ctx, req, v.movedOr(subscriptionEnd(sub.Err())))
 				return
 			}
 			c = next
