@@ -89,8 +89,13 @@ func (g *Progress) Done(ctx context.Context) (bool, error) {
 		committed[group] = offs
 	}
 	// Repartition topics appear when the runtime has set up; until then they are unknown.
+	// Exactly once, the output is listed with them: its transactions must be settled too.
 	internal := g.plan.Internal(g.app)
-	starts, hwm, err := offsets(ctx, g.adm, internal)
+	written := internal
+	if g.exactlyOnce {
+		written = append(slices.Clone(internal), g.plan.Output)
+	}
+	starts, hwm, err := offsets(ctx, g.adm, written)
 	if kerr.IsRetriable(err) {
 		return false, nil
 	}
@@ -98,20 +103,21 @@ func (g *Progress) Done(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	lso := kadm.ListedOffsets{}
-	if len(internal) > 0 {
-		if lso, err = g.adm.ListCommittedOffsets(ctx, internal...); err == nil {
+	if g.exactlyOnce && len(written) > 0 {
+		if lso, err = g.adm.ListCommittedOffsets(ctx, written...); err == nil {
 			err = lso.Error()
 		}
 		if kerr.IsRetriable(err) {
 			return false, nil
 		}
 		if err != nil {
-			return false, fmt.Errorf("tarnq: last stable offsets of %v: %w", internal, err)
+			return false, fmt.Errorf("tarnq: last stable offsets of %v: %w", written, err)
 		}
-	}
-	if g.exactlyOnce {
-		if stable, err := g.stable(ctx, g.plan.Output); err != nil || !stable {
-			return false, err
+		// The coordinator writes a committed transaction's markers to its partitions one by
+		// one, so the group's offsets (committed in that transaction) can be visible before
+		// the output's last stable offset has moved past the records it committed.
+		if !settled(g.plan.Output, hwm, lso) {
+			return false, nil
 		}
 	}
 	for _, v := range g.plan.Views {
@@ -130,34 +136,6 @@ func (g *Progress) Done(ctx context.Context) (bool, error) {
 		}
 	}
 	return true, nil
-}
-
-// stable reports whether no transaction is open on any partition of the output: the
-// coordinator writes a committed transaction's markers to its partitions one by one, so the
-// group's offsets (committed in that transaction) can be visible before the output's last
-// stable offset has moved past the records it committed.
-func (g *Progress) stable(ctx context.Context, output string) (bool, error) {
-	hwm, err := g.adm.ListEndOffsets(ctx, output)
-	if err == nil {
-		err = hwm.Error()
-	}
-	lso := kadm.ListedOffsets{}
-	if err == nil {
-		if lso, err = g.adm.ListCommittedOffsets(ctx, output); err == nil {
-			err = lso.Error()
-		}
-	}
-	if kerr.IsRetriable(err) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("tarnq: offsets of %s: %w", output, err)
-	}
-	stable := true
-	hwm.Each(func(o kadm.ListedOffset) {
-		stable = stable && lso[o.Topic][o.Partition].Offset == o.Offset
-	})
-	return stable, nil
 }
 
 // reached reports whether offs commit every partition of name that holds records (its end
@@ -183,19 +161,27 @@ func (g *Progress) reachedInternal(offs kadm.OffsetResponses, name string, start
 		return reached(offs, name, starts, hwm)
 	}
 	ends := kadm.ListedOffsets{}
-	stable := true
 	hwm.Each(func(o kadm.ListedOffset) {
 		if o.Topic != name {
 			return
 		}
-		stable = stable && lso[o.Topic][o.Partition].Offset == o.Offset
 		if ends[o.Topic] == nil {
 			ends[o.Topic] = map[int32]kadm.ListedOffset{}
 		}
 		o.Offset--
 		ends[o.Topic][o.Partition] = o
 	})
-	return stable && reached(offs, name, starts, ends)
+	return settled(name, hwm, lso) && reached(offs, name, starts, ends)
+}
+
+// settled reports whether no transaction is open on any partition of name: its last stable
+// offset is its end.
+func settled(name string, hwm, lso kadm.ListedOffsets) bool {
+	ok := true
+	hwm.Each(func(o kadm.ListedOffset) {
+		ok = ok && (o.Topic != name || lso[o.Topic][o.Partition].Offset == o.Offset)
+	})
+	return ok
 }
 
 // offsets returns the start and end offsets of topics.
